@@ -1,0 +1,40 @@
+// The Hugging Face config.json and generation_config.json of a Qwen3 checkpoint.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace nanovllm {
+
+struct ModelConfig {
+  std::string model_type;  // "qwen3"
+  int vocab_size = 0;
+  int hidden_size = 0;
+  int intermediate_size = 0;
+  int num_hidden_layers = 0;
+  int num_attention_heads = 0;
+  int num_key_value_heads = 0;
+  int head_dim = 0;  // may differ from hidden_size / num_attention_heads
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  int max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+  DType torch_dtype = DType::kBF16;  // "torch_dtype" or, in newer files, "dtype"
+  std::vector<int> eos_token_ids;    // config.json's eos_token_id (int or list), may be empty
+};
+
+// Reads and validates <dir>/config.json; throws Error naming the file and the problem.
+ModelConfig load_model_config(const std::filesystem::path& model_dir);
+
+struct GenerationConfig {
+  std::vector<int> eos_token_ids;  // every id stops generation
+};
+
+// Reads <dir>/generation_config.json when present; without it, falls back to config.json's ids.
+GenerationConfig load_generation_config(const std::filesystem::path& model_dir,
+                                        const ModelConfig& config);
+
+}  // namespace nanovllm

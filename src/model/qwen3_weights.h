@@ -1,0 +1,40 @@
+// Qwen3 weights on a backend's device, in the backend's compute dtype.
+#pragma once
+
+#include <filesystem>
+#include <vector>
+
+#include "core/buffer.h"
+#include "kernels/backend.h"
+#include "model/model_config.h"
+
+namespace nanovllm {
+
+struct Qwen3LayerWeights {
+  Tensor input_layernorm;           // [hidden]
+  Tensor qkv_proj;                  // [(heads + 2 * kv_heads) * head_dim, hidden]: q | k | v rows
+  Tensor q_norm;                    // [head_dim]
+  Tensor k_norm;                    // [head_dim]
+  Tensor o_proj;                    // [hidden, heads * head_dim]
+  Tensor post_attention_layernorm;  // [hidden]
+  Tensor gate_up_proj;              // [2 * intermediate, hidden]: gate | up rows
+  Tensor down_proj;                 // [hidden, intermediate]
+};
+
+struct Qwen3Weights {
+  std::vector<Buffer> storage;  // owns everything the tensors below view
+  Tensor embed_tokens;          // [vocab, hidden]
+  std::vector<Qwen3LayerWeights> layers;
+  Tensor norm;     // [hidden]
+  Tensor lm_head;  // [vocab, hidden]; views embed_tokens when tie_word_embeddings
+};
+
+enum class LoadFormat { kSafetensors, kDummy };
+
+// Loads model.safetensors or the shards of model.safetensors.index.json from model_dir,
+// validating every tensor against the config; kDummy fills random weights of the right shapes
+// from the config alone. Throws Error naming the file and the problem.
+Qwen3Weights load_qwen3_weights(const std::filesystem::path& model_dir, const ModelConfig& config,
+                                Backend& backend, LoadFormat format);
+
+}  // namespace nanovllm
