@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Tiny Qwen3 checkpoints with random weights and golden outputs computed by transformers in fp32.
+
+Run where torch and transformers are installed:
+    python3 tools/make_qwen3_fixtures.py --out tests/data/models
+
+Each model directory gets config.json, generation_config.json, safetensors weights and golden.json:
+for every prompt (token ids) the top-k logits at every prompt position and a greedy continuation
+(no EOS stop) with the top-k logits of each step and the top-1/top-2 margin, so a test can tell a
+real mismatch from a near-tie.
+"""
+import argparse
+import json
+import os
+import random
+
+import torch
+import transformers
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+TOP_K = 8
+NEW_TOKENS = 24
+# Lengths around the block sizes the engine supports (16..256): shorter than a block, exactly a
+# block, one past a block, and longer than a 256-token block.
+PROMPT_LENGTHS = [1, 7, 16, 17, 100, 257, 520]
+
+MODELS = {
+    # Real Qwen3 vocabulary, so the checkpoint runs with the real tokenizer (README demo).
+    # Tied embeddings, GQA group 2, bf16 weights, config.json in the older style
+    # (top-level rope_theta and torch_dtype).
+    "qwen3-tiny-tied": dict(
+        config=dict(vocab_size=151936, hidden_size=16, intermediate_size=48, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, head_dim=128,
+                    tie_word_embeddings=True, bos_token_id=151643, eos_token_id=151645),
+        generation_eos=[151645, 151643], dtype=torch.bfloat16, old_style_config=True,
+        shard_size=None, seed=1),
+    # Small vocabulary, untied LM head, GQA group 4, fp16 weights in several shards, config.json
+    # as current transformers writes it (rope_parameters, dtype).
+    "qwen3-tiny-untied": dict(
+        config=dict(vocab_size=2048, hidden_size=64, intermediate_size=160, num_hidden_layers=3,
+                    num_attention_heads=8, num_key_value_heads=2, head_dim=128,
+                    tie_word_embeddings=False, bos_token_id=1, eos_token_id=2),
+        generation_eos=[2, 3], dtype=torch.float16, old_style_config=False,
+        shard_size="600KB", seed=2),
+}
+
+
+def make_config(spec):
+    common = dict(max_position_embeddings=4096, rms_norm_eps=1e-6, initializer_range=0.1,
+                  hidden_act="silu", attention_bias=False, use_sliding_window=False)
+    config = Qwen3Config(**common, **spec["config"])
+    # transformers 5 keeps theta in rope_parameters; older versions take rope_theta.
+    if getattr(config, "rope_parameters", None) is not None:
+        config.rope_parameters = {"rope_type": "default", "rope_theta": 1000000.0}
+    else:
+        config.rope_theta = 1000000.0
+    return config
+
+
+def perturb_norms(model, generator):
+    # Norm weights away from 1, so a loader that skips them cannot pass.
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("norm.weight"):
+                param.copy_(1.0 + 0.5 * torch.randn(param.shape, generator=generator))
+
+
+def top_k(logits):
+    values, ids = torch.topk(logits, TOP_K)
+    return {"ids": ids.tolist(), "logits": [float(v) for v in values]}
+
+
+def golden_for_prompt(model, prompt):
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt])).logits[0].float()  # [len, vocab]
+        prompt_topk = [dict(position=p, **top_k(logits[p])) for p in range(len(prompt))]
+        tokens = list(prompt)
+        steps = []
+        for _ in range(NEW_TOKENS):
+            last = model(torch.tensor([tokens])).logits[0, -1].float()
+            best = top_k(last)
+            best["margin"] = best["logits"][0] - best["logits"][1]
+            steps.append(best)
+            tokens.append(best["ids"][0])
+    return {"token_ids": prompt, "prompt_topk": prompt_topk,
+            "greedy_token_ids": tokens[len(prompt):], "greedy_steps": steps}
+
+
+def rewrite_config_old_style(path):
+    with open(path) as f:
+        config = json.load(f)
+    rope = config.pop("rope_parameters", None) or {}
+    config["rope_theta"] = rope.get("rope_theta", config.get("rope_theta", 1000000.0))
+    if "dtype" in config:
+        config["torch_dtype"] = config.pop("dtype")
+    config.pop("layer_types", None)
+    with open(path, "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+def make_model(name, spec, out_dir):
+    torch.manual_seed(spec["seed"])
+    generator = torch.Generator().manual_seed(spec["seed"])
+    config = make_config(spec)
+    model = Qwen3ForCausalLM(config).eval()
+    perturb_norms(model, generator)
+    # Round the weights to the storage dtype, then compute the goldens in fp32 from exactly those.
+    model = model.to(spec["dtype"]).to(torch.float32)
+
+    model_dir = os.path.join(out_dir, name)
+    os.makedirs(model_dir, exist_ok=True)
+    stored = Qwen3ForCausalLM(config).eval()
+    stored.load_state_dict(model.state_dict())
+    stored = stored.to(spec["dtype"])
+    kwargs = {"max_shard_size": spec["shard_size"]} if spec["shard_size"] else {}
+    stored.save_pretrained(model_dir, **kwargs)
+    with open(os.path.join(model_dir, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": spec["config"]["bos_token_id"],
+                   "eos_token_id": spec["generation_eos"]}, f, indent=2)
+        f.write("\n")
+    if spec["old_style_config"]:
+        rewrite_config_old_style(os.path.join(model_dir, "config.json"))
+
+    rng = random.Random(spec["seed"])
+    vocab = spec["config"]["vocab_size"]
+    prompts = [[rng.randrange(vocab) for _ in range(n)] for n in PROMPT_LENGTHS]
+    # Shares its first 270 tokens with the 520-token prompt: prefix-cache hits across blocks.
+    prompts.append(prompts[-1][:270] + [rng.randrange(vocab) for _ in range(30)])
+    golden = {"model": name, "transformers": transformers.__version__, "torch": torch.__version__,
+              "dtype": "float32", "top_k": TOP_K, "eos_token_ids": spec["generation_eos"],
+              "prompts": [golden_for_prompt(model, p) for p in prompts]}
+    with open(os.path.join(model_dir, "golden.json"), "w") as f:
+        json.dump(golden, f, separators=(",", ":"))
+    print(f"{name}: {sum(os.path.getsize(os.path.join(model_dir, x)) for x in os.listdir(model_dir))}"
+          " bytes", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    for name, spec in MODELS.items():
+        make_model(name, spec, args.out)
+
+
+if __name__ == "__main__":
+    main()
