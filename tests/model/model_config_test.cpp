@@ -1,0 +1,295 @@
+#include "model/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include "model_test_files.h"
+
+namespace nanovllm {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+using testing::tiny_config_json;
+using testing::write_file;
+using testing::write_json;
+
+// config.json of Qwen/Qwen3-0.6B as released (written by transformers 4.51).
+const char* kQwen3_0_6B = R"({
+  "architectures": ["Qwen3ForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": 151645,
+  "head_dim": 128,
+  "hidden_act": "silu",
+  "hidden_size": 1024,
+  "initializer_range": 0.02,
+  "intermediate_size": 3072,
+  "max_position_embeddings": 40960,
+  "max_window_layers": 28,
+  "model_type": "qwen3",
+  "num_attention_heads": 16,
+  "num_hidden_layers": 28,
+  "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-06,
+  "rope_scaling": null,
+  "rope_theta": 1000000,
+  "sliding_window": null,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.51.0",
+  "use_cache": true,
+  "use_sliding_window": false,
+  "vocab_size": 151936
+})";
+
+ModelConfig load(const json& config, const TempDir& dir) {
+  write_json(dir / "config.json", config);
+  return load_model_config(dir.path());
+}
+
+TEST(ModelConfig, ReadsReleasedQwen3Config) {
+  TempDir dir;
+  write_file(dir / "config.json", kQwen3_0_6B);
+  const ModelConfig config = load_model_config(dir.path());
+  EXPECT_EQ(config.model_type, "qwen3");
+  EXPECT_EQ(config.vocab_size, 151936);
+  EXPECT_EQ(config.hidden_size, 1024);
+  EXPECT_EQ(config.intermediate_size, 3072);
+  EXPECT_EQ(config.num_hidden_layers, 28);
+  EXPECT_EQ(config.num_attention_heads, 16);
+  EXPECT_EQ(config.num_key_value_heads, 8);
+  EXPECT_EQ(config.head_dim, 128);  // not 1024 / 16
+  EXPECT_DOUBLE_EQ(config.rms_norm_eps, 1e-6);
+  EXPECT_DOUBLE_EQ(config.rope_theta, 1e6);
+  EXPECT_EQ(config.max_position_embeddings, 40960);
+  EXPECT_TRUE(config.tie_word_embeddings);
+  EXPECT_EQ(config.torch_dtype, DType::kBF16);
+  EXPECT_EQ(config.eos_token_ids, std::vector<int>{151645});
+}
+
+// Newer transformers move rope_theta into rope_parameters and rename torch_dtype to dtype.
+TEST(ModelConfig, ReadsNewerTransformersStyle) {
+  TempDir dir;
+  json config = tiny_config_json();
+  config.erase("rope_theta");
+  config.erase("rope_scaling");
+  config.erase("torch_dtype");
+  config["rope_parameters"] = {{"rope_theta", 5000000.0}, {"rope_type", "default"}};
+  config["dtype"] = "float32";
+  config["layer_types"] = {"full_attention", "full_attention"};
+  const ModelConfig loaded = load(config, dir);
+  EXPECT_DOUBLE_EQ(loaded.rope_theta, 5e6);
+  EXPECT_EQ(loaded.torch_dtype, DType::kF32);
+}
+
+TEST(ModelConfig, RopeParametersWinOverTopLevelTheta) {
+  TempDir dir;
+  json config = tiny_config_json();
+  config["rope_theta"] = 1000;
+  config["rope_parameters"] = {{"rope_theta", 2000}, {"rope_type", "default"}};
+  EXPECT_DOUBLE_EQ(load(config, dir).rope_theta, 2000);
+}
+
+TEST(ModelConfig, RopeThetaDefaultsTo10000) {
+  TempDir dir;
+  json config = tiny_config_json();
+  config.erase("rope_theta");
+  EXPECT_DOUBLE_EQ(load(config, dir).rope_theta, 10000);
+}
+
+TEST(ModelConfig, DtypeWinsOverTorchDtype) {
+  TempDir dir;
+  json config = tiny_config_json();
+  config["dtype"] = "float16";
+  EXPECT_EQ(load(config, dir).torch_dtype, DType::kF16);
+}
+
+TEST(ModelConfig, TieWordEmbeddingsDefaultsToFalse) {
+  TempDir dir;
+  json config = tiny_config_json();
+  config["tie_word_embeddings"] = true;
+  EXPECT_TRUE(load(config, dir).tie_word_embeddings);
+  config.erase("tie_word_embeddings");
+  EXPECT_FALSE(load(config, dir).tie_word_embeddings);  // transformers' Qwen3Config default
+}
+
+TEST(ModelConfig, HeadDimMayDifferFromHiddenOverHeads) {
+  TempDir dir;
+  json config = tiny_config_json();
+  config["head_dim"] = 64;
+  EXPECT_EQ(load(config, dir).head_dim, 64);
+  // Without the field transformers' Qwen3Config uses 128, whatever hidden / heads is.
+  config.erase("head_dim");
+  EXPECT_EQ(load(config, dir).head_dim, 128);
+}
+
+// As in transformers, null means one kv head per query head; absent would make transformers
+// use Qwen3-8B's 32, which we refuse to guess (see the rejections below).
+TEST(ModelConfig, NullKvHeadsMeanOnePerQueryHead) {
+  TempDir dir;
+  json config = tiny_config_json();
+  config["num_key_value_heads"] = nullptr;
+  EXPECT_EQ(load(config, dir).num_key_value_heads, 4);
+}
+
+TEST(ModelConfig, EosTokenIdIntListOrAbsent) {
+  TempDir dir;
+  json config = tiny_config_json();
+  config["eos_token_id"] = 7;
+  EXPECT_EQ(load(config, dir).eos_token_ids, std::vector<int>{7});
+  config["eos_token_id"] = {7, 9};
+  EXPECT_EQ(load(config, dir).eos_token_ids, (std::vector<int>{7, 9}));
+  config["eos_token_id"] = nullptr;
+  EXPECT_TRUE(load(config, dir).eos_token_ids.empty());
+  config.erase("eos_token_id");
+  EXPECT_TRUE(load(config, dir).eos_token_ids.empty());
+}
+
+TEST(ModelConfig, AcceptsExplicitDefaultRope) {
+  TempDir dir;
+  json config = tiny_config_json();
+  config["rope_scaling"] = {{"rope_type", "default"}};
+  EXPECT_DOUBLE_EQ(load(config, dir).rope_theta, 1e6);
+  config["rope_scaling"] = {{"type", "default"}, {"rope_theta", 300}};
+  EXPECT_DOUBLE_EQ(load(config, dir).rope_theta, 300);
+}
+
+// Each case: a change to a valid config, and the field the error must name.
+struct Rejection {
+  std::string label;
+  std::function<void(json&)> change;
+  std::vector<std::string> message_parts;
+};
+void PrintTo(const Rejection& value, std::ostream* os) {
+  *os << value.label;
+}
+
+class ModelConfigRejects : public ::testing::TestWithParam<Rejection> {};
+
+TEST_P(ModelConfigRejects, NamingFileAndField) {
+  TempDir dir;
+  json config = tiny_config_json();
+  GetParam().change(config);
+  write_json(dir / "config.json", config);
+  std::vector<std::string> parts = GetParam().message_parts;
+  parts.push_back((dir / "config.json").string());
+  const std::string message = testing::error_message([&] { load_model_config(dir.path()); });
+  EXPECT_TRUE(testing::contains_all(message, parts)) << message;
+}
+
+std::vector<Rejection> rejections() {
+  std::vector<Rejection> cases = {
+      {"OtherModelType", [](json& c) { c["model_type"] = "llama"; }, {"'model_type'", "llama"}},
+      {"MissingModelType", [](json& c) { c.erase("model_type"); }, {"'model_type'", "missing"}},
+      {"YarnRopeScaling",
+       [](json& c) {
+         c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+       },
+       {"'rope_scaling.rope_type'", "yarn"}},
+      {"LegacyLinearRopeScaling",
+       [](json& c) {
+         c["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+       },
+       {"'rope_scaling.type'", "linear"}},
+      {"RopeParametersScaling",
+       [](json& c) {
+         c["rope_parameters"] = {{"rope_type", "dynamic"}, {"rope_theta", 1e6}};
+       },
+       {"'rope_parameters.rope_type'", "dynamic"}},
+      {"PartialRotary",
+       [](json& c) {
+         c["rope_parameters"] = {{"rope_type", "default"}, {"partial_rotary_factor", 0.5}};
+       },
+       {"'rope_parameters.partial_rotary_factor'"}},
+      {"PerLayerTypeRope",
+       [](json& c) {
+         c["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}}}};
+       },
+       {"'rope_parameters.full_attention'"}},
+      {"RopeScalingNotObject", [](json& c) { c["rope_scaling"] = 2; }, {"'rope_scaling'"}},
+      {"SlidingWindow", [](json& c) { c["use_sliding_window"] = true; }, {"'use_sliding_window'"}},
+      {"SlidingLayerTypes",
+       [](json& c) {
+         c["layer_types"] = {"full_attention", "sliding_attention"};
+       },
+       {"'layer_types'", "sliding_attention"}},
+      {"AttentionBias", [](json& c) { c["attention_bias"] = true; }, {"'attention_bias'"}},
+      {"AttentionBiasNotBool", [](json& c) { c["attention_bias"] = "no"; }, {"'attention_bias'"}},
+      {"GeluActivation", [](json& c) { c["hidden_act"] = "gelu"; }, {"'hidden_act'", "gelu"}},
+      {"Quantized",
+       [](json& c) {
+         c["quantization_config"] = {{"quant_method", "fp8"}};
+       },
+       {"'quantization_config'"}},
+      {"HeadsNotMultipleOfKvHeads",
+       [](json& c) {
+         c["num_attention_heads"] = 6;
+         c["num_key_value_heads"] = 4;
+       },
+       {"'num_attention_heads'", "num_key_value_heads", "6", "4"}},
+      {"UnknownTorchDtype",
+       [](json& c) { c["torch_dtype"] = "float64"; },
+       {"'torch_dtype'", "float64"}},
+      {"NegativeEos",
+       [](json& c) {
+         c["eos_token_id"] = {2, -1};
+       },
+       {"'eos_token_id'"}},
+      {"StringEos", [](json& c) { c["eos_token_id"] = "2"; }, {"'eos_token_id'"}},
+      {"ZeroEps", [](json& c) { c["rms_norm_eps"] = 0; }, {"'rms_norm_eps'"}},
+      {"NegativeRopeTheta", [](json& c) { c["rope_theta"] = -5; }, {"'rope_theta'"}},
+      {"HugeHeadDim", [](json& c) { c["head_dim"] = 1 << 30; }, {"'head_dim'", "too large"}},
+      {"TieNotBool", [](json& c) { c["tie_word_embeddings"] = 1; }, {"'tie_word_embeddings'"}},
+  };
+  for (const char* field : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                            "num_attention_heads", "max_position_embeddings"}) {
+    const std::string name = field;
+    cases.push_back(
+        {"Missing_" + name, [name](json& c) { c.erase(name); }, {"'" + name + "'", "missing"}});
+    cases.push_back(
+        {"Null_" + name, [name](json& c) { c[name] = nullptr; }, {"'" + name + "'", "missing"}});
+    cases.push_back(
+        {"Zero_" + name, [name](json& c) { c[name] = 0; }, {"'" + name + "'", "positive"}});
+    cases.push_back(
+        {"Negative_" + name, [name](json& c) { c[name] = -16; }, {"'" + name + "'", "-16"}});
+    cases.push_back(
+        {"Fraction_" + name, [name](json& c) { c[name] = 16.5; }, {"'" + name + "'", "16.5"}});
+    cases.push_back(
+        {"String_" + name, [name](json& c) { c[name] = "16"; }, {"'" + name + "'", "\"16\""}});
+    cases.push_back(
+        {"Huge_" + name, [name](json& c) { c[name] = uint64_t{1} << 40; }, {"'" + name + "'"}});
+  }
+  cases.push_back({"Missing_num_key_value_heads",
+                   [](json& c) { c.erase("num_key_value_heads"); },
+                   {"'num_key_value_heads'", "missing"}});
+  for (const char* field : {"num_key_value_heads", "head_dim"}) {
+    const std::string name = field;
+    cases.push_back(
+        {"Zero_" + name, [name](json& c) { c[name] = 0; }, {"'" + name + "'", "positive"}});
+    cases.push_back(
+        {"Negative_" + name, [name](json& c) { c[name] = -2; }, {"'" + name + "'", "-2"}});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Config, ModelConfigRejects, ::testing::ValuesIn(rejections()),
+                         [](const auto& info) { return info.param.label; });
+
+TEST(ModelConfig, MalformedFilesNameTheFile) {
+  TempDir dir;
+  const std::string path = (dir / "config.json").string();
+  EXPECT_ERROR(load_model_config(dir.path()), path, "cannot open");
+  write_file(dir / "config.json", "{\"model_type\": \"qwen3\",");
+  EXPECT_ERROR(load_model_config(dir.path()), path, "invalid JSON");
+  write_file(dir / "config.json", "[1, 2]");
+  EXPECT_ERROR(load_model_config(dir.path()), path, "JSON object");
+  write_file(dir / "config.json", "");
+  EXPECT_ERROR(load_model_config(dir.path()), path, "invalid JSON");
+  // A repeated key would otherwise silently keep one of the two values.
+  write_file(dir / "config.json", R"({"hidden_size": 16, "hidden_size": 32})");
+  EXPECT_ERROR(load_model_config(dir.path()), path, "hidden_size", "twice");
+}
+
+}  // namespace
+}  // namespace nanovllm
