@@ -67,6 +67,7 @@ int Sampler::sample_random(std::span<const float> logits, const SamplingParams& 
   const int vocab = static_cast<int>(logits.size());
   const int top_k = params.top_k > 0 ? std::min(params.top_k, vocab) : vocab;
   const bool use_top_p = params.top_p < 1.0f;
+  if (top_k == vocab && !use_top_p) return sample_full_vocabulary(logits, params, rng);
 
   // Candidate tokens, most likely first when a truncation needs that order.
   candidates_.resize(vocab);
@@ -117,6 +118,30 @@ int Sampler::sample_random(std::span<const float> logits, const SamplingParams& 
   for (size_t i = kept; i-- > 0;)
     if (weights_[i] > 0.0) return candidates_[i];
   return candidates_[0];
+}
+
+int Sampler::sample_full_vocabulary(std::span<const float> logits, const SamplingParams& params,
+                                    std::mt19937_64& rng) {
+  // No truncation: the candidates are the vocabulary in id order, nothing to sort.
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (float logit : logits) max_logit = std::max(max_logit, logit);
+  if (!std::isfinite(max_logit)) return argmax_lowest_index(logits);
+  const double inv_temperature = 1.0 / params.temperature;
+  weights_.resize(logits.size());
+  double total = 0.0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    weights_[i] = std::isnan(logits[i]) ? 0.0 : std::exp((logits[i] - max_logit) * inv_temperature);
+    total += weights_[i];
+  }
+  const double target = uniform_01(rng) * total;
+  double cumulative = 0.0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    cumulative += weights_[i];
+    if (target < cumulative) return static_cast<int>(i);
+  }
+  for (size_t i = logits.size(); i-- > 0;)
+    if (weights_[i] > 0.0) return static_cast<int>(i);
+  return argmax_lowest_index(logits);
 }
 
 PositionLogprobs Sampler::compute_logprobs(std::span<const float> logits, int token_id,

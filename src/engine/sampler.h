@@ -37,6 +37,8 @@ class Sampler {
  private:
   int sample_random(std::span<const float> logits, const SamplingParams& params,
                     std::mt19937_64& rng);
+  int sample_full_vocabulary(std::span<const float> logits, const SamplingParams& params,
+                             std::mt19937_64& rng);
   PositionLogprobs compute_logprobs(std::span<const float> logits, int token_id, int num_top);
 
   // Scratch reused across calls.
