@@ -1,0 +1,30 @@
+// Engine settings, named and defaulted as nano-vllm's Config.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace nanovllm {
+
+struct EngineConfig {
+  int max_num_batched_tokens = 16384;  // tokens per prefill step (longer prompts are chunked)
+  int max_num_seqs = 512;              // sequences running at once
+  int max_model_len = 4096;            // clamped to the model's max_position_embeddings
+  float gpu_memory_utilization = 0.9f;
+  int tensor_parallel_size = 1;
+  bool enforce_eager = false;    // no CUDA graphs
+  int kvcache_block_size = 256;  // tokens per KV cache block
+  int num_kvcache_blocks = -1;   // -1 = sized from the memory budget
+  bool enable_prefix_caching = true;
+  std::string device = "cpu";               // "cpu" | "cuda"
+  std::string load_format = "safetensors";  // "safetensors" | "dummy" (random weights)
+  uint64_t seed = 0;  // seeds the random streams of requests that bring no seed of their own
+
+  // Throws nanovllm::Error (core/check.h) naming the first invalid field.
+  void validate() const;
+
+  // max_model_len limited by what the model's position embeddings support.
+  int resolved_max_model_len(int max_position_embeddings) const;
+};
+
+}  // namespace nanovllm

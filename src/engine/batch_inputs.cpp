@@ -1,0 +1,78 @@
+#include "engine/batch_inputs.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace nanovllm {
+
+BatchInputs::BatchInputs(const BatchInputCapacity& capacity) : capacity_(capacity) {
+  NVLLM_CHECK_GT(capacity.max_tokens, 0);
+  NVLLM_CHECK_GT(capacity.max_seqs, 0);
+  NVLLM_CHECK_GT(capacity.max_blocks_per_seq, 0);
+  input_ids.reserve(capacity.max_tokens);
+  positions.reserve(capacity.max_tokens);
+  slot_mapping.reserve(capacity.max_tokens);
+  cu_seqlens_q.reserve(capacity.max_seqs + 1);
+  context_lens.reserve(capacity.max_seqs);
+  block_tables.reserve(static_cast<size_t>(capacity.max_seqs) * capacity.max_blocks_per_seq);
+  last_token_indices.reserve(capacity.max_seqs);
+}
+
+void BatchInputs::build(const ScheduledBatch& batch, int block_size) {
+  NVLLM_CHECK(!batch.empty());
+  const int num_seqs = static_cast<int>(batch.seqs.size());
+  const int num_tokens = batch.num_tokens();
+  NVLLM_CHECK_LE(num_seqs, capacity_.max_seqs);
+  NVLLM_CHECK_LE(num_tokens, capacity_.max_tokens);
+
+  input_ids.clear();
+  positions.clear();
+  slot_mapping.clear();
+  cu_seqlens_q.assign(1, 0);
+  context_lens.clear();
+  last_token_indices.clear();
+  block_table_width_ = 0;
+  max_seqlen_q_ = 0;
+  max_seqlen_k_ = 0;
+  num_sampling_ = 0;
+
+  for (const ScheduledSequence& entry : batch.seqs) {
+    const Sequence& seq = *entry.seq;
+    const int begin = seq.num_cached_tokens;
+    const int end = begin + entry.num_new_tokens;
+    NVLLM_CHECK_MSG(entry.num_new_tokens > 0 && end <= seq.num_tokens(),
+                    "sequence {} schedules tokens [{}, {}) of {}", seq.id, begin, end,
+                    seq.num_tokens());
+    const int blocks_needed = (end + block_size - 1) / block_size;
+    NVLLM_CHECK_MSG(static_cast<int>(seq.block_table.size()) >= blocks_needed,
+                    "sequence {} holds {} blocks for {} tokens", seq.id, seq.block_table.size(),
+                    end);
+    for (int position = begin; position < end; ++position) {
+      input_ids.push_back(seq.token_ids[position]);
+      positions.push_back(position);
+      slot_mapping.push_back(seq.block_table[position / block_size] * block_size +
+                             position % block_size);
+    }
+    cu_seqlens_q.push_back(cu_seqlens_q.back() + entry.num_new_tokens);
+    context_lens.push_back(end);
+    if (entry.samples) {
+      last_token_indices.push_back(cu_seqlens_q.back() - 1);
+      ++num_sampling_;
+    }
+    block_table_width_ = std::max(block_table_width_, static_cast<int>(seq.block_table.size()));
+    max_seqlen_q_ = std::max(max_seqlen_q_, entry.num_new_tokens);
+    max_seqlen_k_ = std::max(max_seqlen_k_, end);
+  }
+  if (last_token_indices.empty()) last_token_indices.push_back(num_tokens - 1);
+
+  NVLLM_CHECK_LE(block_table_width_, capacity_.max_blocks_per_seq);
+  block_tables.assign(static_cast<size_t>(num_seqs) * block_table_width_, -1);
+  for (int i = 0; i < num_seqs; ++i) {
+    const std::vector<int>& table = batch.seqs[i].seq->block_table;
+    std::copy(table.begin(), table.end(),
+              block_tables.begin() + static_cast<size_t>(i) * block_table_width_);
+  }
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,176 @@
+#include "engine/llm_engine.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "core/check.h"
+#include "core/logging.h"
+#include "engine/progress.h"
+
+namespace nanovllm {
+
+LLMEngine::LLMEngine(const EngineConfig& config, std::unique_ptr<ModelExecutor> executor,
+                     std::vector<int> eos_token_ids, TokenTextDecoderFactory decoder_factory)
+    : config_(config),
+      executor_(std::move(executor)),
+      decoder_factory_(std::move(decoder_factory)),
+      rng_(config.seed) {
+  config_.validate();
+  NVLLM_CHECK(executor_ != nullptr);
+  limits_ = executor_->limits();
+  NVLLM_CHECK_EQ(limits_.block_size, config_.kvcache_block_size);
+  NVLLM_CHECK_GT(limits_.num_kvcache_blocks, 0);
+  NVLLM_CHECK_GT(limits_.vocab_size, 0);
+  NVLLM_CHECK_GT(limits_.max_model_len, 0);
+  if (config_.num_kvcache_blocks > 0) {
+    NVLLM_CHECK_EQ(limits_.num_kvcache_blocks, config_.num_kvcache_blocks);
+  }
+
+  SchedulerConfig scheduler_config;
+  scheduler_config.max_num_seqs = config_.max_num_seqs;
+  scheduler_config.max_num_batched_tokens = config_.max_num_batched_tokens;
+  scheduler_config.num_kvcache_blocks = limits_.num_kvcache_blocks;
+  scheduler_config.block_size = limits_.block_size;
+  scheduler_config.enable_prefix_caching = config_.enable_prefix_caching;
+  scheduler_config.eos_token_ids = std::move(eos_token_ids);
+  scheduler_config.max_model_len = limits_.max_model_len;
+  scheduler_ = std::make_unique<Scheduler>(scheduler_config);
+
+  const int64_t capacity = static_cast<int64_t>(limits_.num_kvcache_blocks) * limits_.block_size;
+  if (capacity < limits_.max_model_len) {
+    NVLLM_LOG_WARN(
+        "the KV cache holds {} tokens ({} blocks of {}), fewer than max_model_len {}: sequences "
+        "are limited to {} tokens",
+        capacity, limits_.num_kvcache_blocks, limits_.block_size, limits_.max_model_len,
+        max_model_len());
+  }
+}
+
+std::optional<std::string> LLMEngine::check_request(const std::vector<int>& prompt_token_ids,
+                                                    const SamplingParams& params) const {
+  try {
+    params.validate();
+  } catch (const Error& error) {
+    return std::string(error.what());
+  }
+  if (!params.stop.empty() && !decoder_factory_) {
+    return std::string("stop strings need a text decoder, and this engine has none");
+  }
+  if (prompt_token_ids.empty()) return std::string("the prompt is empty");
+  for (size_t i = 0; i < prompt_token_ids.size(); ++i) {
+    const int id = prompt_token_ids[i];
+    if (id < 0 || id >= limits_.vocab_size) {
+      return fmt::format("prompt token {} at position {} is outside the vocabulary [0, {})", id, i,
+                         limits_.vocab_size);
+    }
+  }
+  const int64_t length = static_cast<int64_t>(prompt_token_ids.size());
+  if (length > limits_.max_model_len) {
+    return fmt::format("the prompt has {} tokens, more than max_model_len {}", length,
+                       limits_.max_model_len);
+  }
+  if (length > max_model_len()) {
+    return fmt::format(
+        "the prompt has {} tokens but the KV cache holds only {} ({} blocks of {}), so it can "
+        "never be scheduled",
+        length, max_model_len(), limits_.num_kvcache_blocks, limits_.block_size);
+  }
+  return std::nullopt;
+}
+
+int64_t LLMEngine::add_request(std::vector<int> prompt_token_ids, const SamplingParams& params) {
+  const int64_t id = next_request_id_++;
+  if (std::optional<std::string> problem = check_request(prompt_token_ids, params)) {
+    RequestOutput output;
+    output.request_id = id;
+    output.prompt_token_ids = std::move(prompt_token_ids);
+    output.error = std::move(*problem);
+    NVLLM_LOG_DEBUG("request {} rejected: {}", id, output.error);
+    rejected_.push_back(std::move(output));
+    return id;
+  }
+  const uint64_t seed = params.seed ? *params.seed : rng_();
+  auto seq = std::make_unique<Sequence>(id, std::move(prompt_token_ids), params, seed);
+  if (decoder_factory_) seq->decoder = decoder_factory_(seq->prompt_token_ids());
+  scheduler_->add(seq.get());
+  sequences_.emplace(id, std::move(seq));
+  return id;
+}
+
+RequestOutput LLMEngine::take_output(Sequence& seq) {
+  RequestOutput output;
+  output.request_id = seq.id;
+  const std::span<const int> prompt = seq.prompt_token_ids();
+  const std::span<const int> completion = seq.completion_token_ids();
+  output.prompt_token_ids.assign(prompt.begin(), prompt.end());
+  output.token_ids.assign(completion.begin(), completion.end());
+  output.text = std::move(seq.text);
+  output.finish_reason = std::move(seq.finish_reason);
+  if (seq.params.logprobs) output.logprobs = std::move(seq.logprobs);
+  return output;
+}
+
+StepResult LLMEngine::step() {
+  StepResult result;
+  result.finished = std::move(rejected_);
+  rejected_.clear();
+  if (scheduler_->is_finished()) return result;
+
+  const ScheduledBatch& batch = scheduler_->schedule();
+  if (batch.empty()) {
+    // A sequence that had to give up its blocks is back in `waiting` and gets them next step;
+    // twice in a row means nothing can ever run.
+    if (++consecutive_empty_steps_ > 1) throw Error("scheduler: no sequence can be scheduled");
+    return result;
+  }
+  consecutive_empty_steps_ = 0;
+
+  executor_->execute(batch, samples_);
+  if (batch.is_prefill) {
+    result.num_prefill_tokens = batch.num_tokens();
+  } else {
+    result.num_decode_tokens = static_cast<int>(batch.seqs.size());
+  }
+  for (Sequence* seq : scheduler_->postprocess(batch, samples_)) {
+    result.finished.push_back(take_output(*seq));
+    sequences_.erase(seq->id);
+  }
+  return result;
+}
+
+std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::vector<int>>& prompts,
+                                               const SamplingParams& params, bool use_progress) {
+  return generate(prompts, std::vector<SamplingParams>{params}, use_progress);
+}
+
+std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::vector<int>>& prompts,
+                                               const std::vector<SamplingParams>& params,
+                                               bool use_progress) {
+  if (!is_finished()) throw Error("generate() needs an idle engine, but requests are in flight");
+  if (params.size() != 1 && params.size() != prompts.size()) {
+    throw Error(fmt::format("generate(): {} sampling params for {} prompts (give 1 or {})",
+                            params.size(), prompts.size(), prompts.size()));
+  }
+  std::unordered_map<int64_t, size_t> index_of;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    index_of[add_request(prompts[i], params.size() == 1 ? params[0] : params[i])] = i;
+  }
+  std::vector<RequestOutput> outputs(prompts.size());
+  ProgressLine progress(static_cast<int>(prompts.size()), use_progress);
+  while (!is_finished()) {
+    const auto start = std::chrono::steady_clock::now();
+    StepResult result = step();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    progress.add_step(static_cast<int>(result.finished.size()), result.num_prefill_tokens,
+                      result.num_decode_tokens, seconds);
+    for (RequestOutput& output : result.finished) {
+      outputs[index_of.at(output.request_id)] = std::move(output);
+    }
+  }
+  progress.close();
+  return outputs;
+}
+
+}  // namespace nanovllm

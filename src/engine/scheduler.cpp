@@ -1,0 +1,139 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace nanovllm {
+
+Scheduler::Scheduler(const SchedulerConfig& config)
+    : max_num_seqs_(config.max_num_seqs),
+      max_num_batched_tokens_(config.max_num_batched_tokens),
+      block_manager_(config.num_kvcache_blocks, config.block_size, config.enable_prefix_caching) {
+  NVLLM_CHECK_GT(max_num_seqs_, 0);
+  NVLLM_CHECK_GT(max_num_batched_tokens_, 0);
+  NVLLM_CHECK_GT(config.max_model_len, 0);
+  stop_.eos_token_ids = config.eos_token_ids;
+  const int64_t capacity =
+      static_cast<int64_t>(config.num_kvcache_blocks) * static_cast<int64_t>(config.block_size);
+  stop_.max_model_len = static_cast<int>(std::min<int64_t>(config.max_model_len, capacity));
+}
+
+void Scheduler::add(Sequence* seq) {
+  NVLLM_CHECK(seq != nullptr);
+  NVLLM_CHECK_MSG(seq->status == SequenceStatus::kWaiting && seq->block_table.empty(),
+                  "sequence {} is not a new request", seq->id);
+  NVLLM_CHECK_MSG(seq->num_tokens() <= max_model_len(),
+                  "sequence {} has {} tokens, more than max_model_len {}", seq->id,
+                  seq->num_tokens(), max_model_len());
+  waiting_.push_back(seq);
+}
+
+std::vector<const Sequence*> Scheduler::sequences() const {
+  std::vector<const Sequence*> all(waiting_.begin(), waiting_.end());
+  all.insert(all.end(), running_.begin(), running_.end());
+  return all;
+}
+
+const ScheduledBatch& Scheduler::schedule() {
+  batch_.seqs.clear();
+  schedule_prefill();
+  if (!batch_.empty()) {
+    batch_.is_prefill = true;
+    return batch_;
+  }
+  batch_.is_prefill = false;
+  schedule_decode();
+  return batch_;
+}
+
+void Scheduler::schedule_prefill() {
+  int budget = max_num_batched_tokens_;
+  while (!waiting_.empty() && budget > 0) {
+    Sequence* seq = waiting_.front();
+    // A prompt in the middle of a chunked prefill holds its blocks and always continues.
+    if (seq->block_table.empty()) {
+      // Sequences admitted earlier in this loop are already in `running`.
+      if (running_.size() >= static_cast<size_t>(max_num_seqs_)) break;
+      if (!block_manager_.can_allocate(*seq)) break;
+      block_manager_.allocate(*seq);
+      stats_.num_prefix_hit_tokens += seq->num_cached_tokens;
+    }
+    const int remaining = seq->num_tokens() - seq->num_cached_tokens;
+    NVLLM_CHECK_GT(remaining, 0);
+    const int num_new_tokens = std::min(remaining, budget);
+    budget -= num_new_tokens;
+    const bool reaches_end = num_new_tokens == remaining;
+    batch_.seqs.push_back({seq, num_new_tokens, reaches_end});
+    if (!reaches_end) {
+      ++stats_.num_partial_prefills;
+      break;  // the budget is spent; the rest of this prompt runs next step
+    }
+    waiting_.pop_front();
+    seq->status = SequenceStatus::kRunning;
+    running_.push_back(seq);
+  }
+}
+
+void Scheduler::schedule_decode() {
+  while (!running_.empty() && batch_.seqs.size() < static_cast<size_t>(max_num_seqs_)) {
+    Sequence* seq = running_.front();
+    running_.pop_front();
+    bool has_slot = true;
+    while (!block_manager_.can_append(*seq)) {
+      if (!running_.empty()) {
+        Sequence* victim = running_.back();
+        running_.pop_back();
+        preempt(victim);
+      } else {
+        // Nobody left to make room for it: it waits (and is recomputed) instead.
+        preempt(seq);
+        has_slot = false;
+        break;
+      }
+    }
+    if (!has_slot) continue;
+    block_manager_.may_append(*seq);
+    NVLLM_CHECK_EQ(seq->num_tokens() - seq->num_cached_tokens, 1);
+    batch_.seqs.push_back({seq, 1, true});
+  }
+  // Scheduled sequences go back to the head of `running`, in their order.
+  for (auto it = batch_.seqs.rbegin(); it != batch_.seqs.rend(); ++it) running_.push_front(it->seq);
+}
+
+void Scheduler::preempt(Sequence* seq) {
+  seq->status = SequenceStatus::kWaiting;
+  block_manager_.deallocate(*seq);  // also resets its cached-token count
+  waiting_.push_front(seq);
+  ++stats_.num_preemptions;
+}
+
+std::vector<Sequence*> Scheduler::postprocess(const ScheduledBatch& batch,
+                                              const std::vector<SampleResult>& samples) {
+  std::vector<Sequence*> finished;
+  size_t next_sample = 0;
+  for (const ScheduledSequence& entry : batch.seqs) {
+    Sequence& seq = *entry.seq;
+    seq.num_cached_tokens += entry.num_new_tokens;
+    NVLLM_CHECK_LE(seq.num_cached_tokens, seq.num_tokens());
+    // Their K/V is written now, so the completed blocks may be shared from here on.
+    block_manager_.publish_computed_blocks(seq);
+    if (!entry.samples) continue;
+    NVLLM_CHECK_EQ(seq.num_cached_tokens, seq.num_tokens());
+    NVLLM_CHECK_MSG(next_sample < samples.size(), "{} samples for a batch sampling {}",
+                    samples.size(), batch.num_sampling());
+    if (append_token_and_check_stop(seq, samples[next_sample++], stop_)) {
+      seq.status = SequenceStatus::kFinished;
+      block_manager_.deallocate(seq);
+      finished.push_back(&seq);
+    }
+  }
+  NVLLM_CHECK_EQ(next_sample, samples.size());
+  if (!finished.empty()) {
+    std::erase_if(running_,
+                  [](const Sequence* seq) { return seq->status == SequenceStatus::kFinished; });
+  }
+  return finished;
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,63 @@
+// A model stand-in for engine tests. It keeps a simulated paged KV cache: every scheduled
+// token is "stored" in its slot, and before sampling each sequence's whole history is read
+// back through its block table and checked (right token at every position, and cached
+// positions written in an earlier step). Its logits are a hash of that history, so any
+// scheduling, caching or preemption mistake changes the output.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/model_executor.h"
+#include "engine/sampler.h"
+#include "nanovllm/request_output.h"
+
+namespace nanovllm::testing {
+
+// Pseudo-random logits in [-4, 4), a function of the whole token history. fp32 [vocab]
+std::vector<float> fake_logits(std::span<const int> history, int vocab);
+
+struct RecordedEntry {
+  int64_t seq_id = 0;
+  int num_cached_tokens = 0;  // before the step
+  int num_new_tokens = 0;
+  bool samples = false;
+};
+
+struct RecordedStep {
+  bool is_prefill = false;
+  std::vector<RecordedEntry> entries;
+};
+
+class FakeExecutor final : public ModelExecutor {
+ public:
+  FakeExecutor(int num_kvcache_blocks, int block_size, int vocab_size, int max_model_len);
+
+  ExecutorLimits limits() const override { return limits_; }
+  void execute(const ScheduledBatch& batch, std::vector<SampleResult>& samples_out) override;
+
+  const std::vector<RecordedStep>& steps() const { return steps_; }
+
+ private:
+  struct Slot {
+    int token = -1;
+    int position = -1;
+    int64_t step = -1;  // the step that wrote it
+  };
+  Slot& slot(const Sequence& seq, int position);
+
+  ExecutorLimits limits_;
+  std::vector<Slot> slots_;  // [num_blocks * block_size]
+  int64_t step_ = 0;
+  std::vector<RecordedStep> steps_;
+  Sampler sampler_;
+};
+
+// What a request generates when run alone, by a plain loop over fake_logits: the reference
+// the engine's outputs are compared with. `params.seed` must be set unless greedy.
+RequestOutput reference_generate(const std::vector<int>& prompt, const SamplingParams& params,
+                                 const std::vector<int>& eos_token_ids, int max_model_len,
+                                 int vocab_size);
+
+}  // namespace nanovllm::testing
