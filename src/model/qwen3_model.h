@@ -1,6 +1,7 @@
 // The Qwen3 forward pass, straight-line code over the Backend ops.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -19,6 +20,8 @@ struct ForwardBatch {
 
 class Qwen3Model {
  public:
+  // Checks every weight's shape against the config. Intermediate tensors are dumped when
+  // NANOVLLM_DUMP_DIR is set (see tensor_dump.h and qwen3_model.cpp for the names).
   Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend& backend);
 
   const ModelConfig& config() const { return config_; }
@@ -37,5 +40,11 @@ class Qwen3Model {
   struct Workspace;
   std::shared_ptr<Workspace> workspace_;
 };
+
+// The rotary table [max_positions, head_dim]: row p holds cos(p * inv_freq) for the first
+// head_dim / 2 columns and sin(p * inv_freq) for the rest, inv_freq[i] = 1 / theta^(2i / head_dim).
+// Computed in float32 step by step as Hugging Face's Qwen3 (and nano-vllm) do, so angles at
+// positions in the thousands round the same way.
+std::vector<float> rotary_cos_sin_table(int max_positions, int head_dim, double theta);
 
 }  // namespace nanovllm

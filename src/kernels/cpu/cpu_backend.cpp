@@ -1,0 +1,75 @@
+// The CPU backend: device memory is host memory, everything is fp32, ops run on OpenMP threads.
+#include <cstring>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/tensor_checks.h"
+
+namespace nanovllm {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int num_threads) : threads_(cpu::resolve_threads(num_threads)) {}
+
+  Device device() const override { return Device::kCPU; }
+  DType compute_dtype() const override { return DType::kF32; }
+
+  void upload(Tensor dst, const void* host_src) override {
+    check_host_copy(dst, "upload destination");
+    if (dst.nbytes() > 0) std::memcpy(dst.data(), host_src, dst.nbytes());
+  }
+  void download(void* host_dst, const Tensor& src) override {
+    check_host_copy(src, "download source");
+    if (src.nbytes() > 0) std::memcpy(host_dst, src.data(), src.nbytes());
+  }
+  void synchronize() override {}
+
+  void embedding(const Tensor& ids, const Tensor& weight, Tensor out) override {
+    cpu::embedding(ids, weight, out, threads_);
+  }
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out) override {
+    cpu::rms_norm(x, weight, eps, out, threads_);
+  }
+  void add_rms_norm(Tensor x, Tensor residual, const Tensor& weight, float eps) override {
+    cpu::add_rms_norm(x, residual, weight, eps, threads_);
+  }
+  void linear(const Tensor& x, const Tensor& weight, Tensor out) override {
+    cpu::linear(x, weight, out, threads_);
+  }
+  void qk_norm_rope(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm, const Tensor& positions,
+                    const Tensor& cos_sin, float eps, const AttentionDims& dims) override {
+    cpu::qk_norm_rope(qkv, q_norm, k_norm, positions, cos_sin, eps, dims, threads_);
+  }
+  void store_kv(const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& metadata,
+                const AttentionDims& dims) override {
+    cpu::store_kv(qkv, cache, metadata, dims, threads_);
+  }
+  void attention(const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& metadata,
+                 const AttentionDims& dims, float scale, Tensor out) override {
+    cpu::attention(qkv, cache, metadata, dims, scale, out, threads_);
+  }
+  void silu_mul(const Tensor& gate_up, Tensor out) override {
+    cpu::silu_mul(gate_up, out, threads_);
+  }
+  void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) override {
+    cpu::gather_rows(x, indices, out, threads_);
+  }
+
+ private:
+  static void check_host_copy(const Tensor& tensor, std::string_view name) {
+    NVLLM_CHECK_MSG(tensor.device() == Device::kCPU, "{} is on {}, expected cpu", name,
+                    device_name(tensor.device()));
+    NVLLM_CHECK_MSG(tensor.is_contiguous(), "{} {} is not contiguous", name, tensor.shape_string());
+  }
+
+  int threads_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int num_threads) {
+  return std::make_unique<CpuBackend>(num_threads);
+}
+
+}  // namespace nanovllm

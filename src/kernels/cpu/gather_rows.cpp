@@ -1,0 +1,31 @@
+#include <cstring>
+
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/tensor_checks.h"
+
+namespace nanovllm::cpu {
+
+void gather_rows(const Tensor& x, const Tensor& indices, Tensor out, int num_threads) {
+  check_tensor(x, "gather_rows x", DType::kF32, 2);
+  check_tensor(indices, "gather_rows indices", DType::kI32, 1);
+  const int64_t rows = x.size(0);
+  const int64_t width = x.size(1);
+  const int64_t count = indices.size(0);
+  check_shape(out, "gather_rows out", DType::kF32, {count, width});
+
+  const int32_t* index = indices.data_as<int32_t>();
+  for (int64_t i = 0; i < count; ++i) {
+    NVLLM_CHECK_MSG(index[i] >= 0 && index[i] < rows, "gather index {} at {} is outside [0, {})",
+                    index[i], i, rows);
+  }
+
+  const float* src = x.data_as<float>();
+  float* dst = out.data_as<float>();
+  const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
+#pragma omp parallel for num_threads(resolve_threads(num_threads)) if (count > 16)
+  for (int64_t i = 0; i < count; ++i) {
+    std::memcpy(dst + i * width, src + static_cast<int64_t>(index[i]) * width, row_bytes);
+  }
+}
+
+}  // namespace nanovllm::cpu
