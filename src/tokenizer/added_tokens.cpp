@@ -74,7 +74,7 @@ AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens, bool
     if (trie_[node].pattern >= 0) continue;
     trie_[node].pattern = static_cast<int32_t>(patterns_.size());
     first_byte_[static_cast<unsigned char>(text[0])] = true;
-    patterns_.push_back({std::move(text), &token});
+    patterns_.push_back({std::move(text), token});
   }
 }
 
@@ -115,7 +115,7 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<TextSegment>& o
       ++at;
       continue;
     }
-    const AddedToken& token = *patterns_[found].token;
+    const AddedToken& token = patterns_[found].token;
     std::size_t start = at, stop = at + length;
     at = stop;  // the next match starts after this one, even if this one is rejected
     if (token.single_word) {

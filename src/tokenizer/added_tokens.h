@@ -45,8 +45,8 @@ class AddedTokenMatcher {
 
  private:
   struct Pattern {
-    std::string text;
-    const AddedToken* token;
+    std::string text;  // what is matched (normalized content in the normalized pass)
+    AddedToken token;
   };
   struct Node {
     std::vector<std::pair<unsigned char, int32_t>> children;

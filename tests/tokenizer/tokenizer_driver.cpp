@@ -6,6 +6,7 @@
 //   {"op": "decode", "ids": [...], "skip_special_tokens": b} -> {"text": s}
 //   {"op": "stream", "ids": [...], "skip_special_tokens": b} -> {"pieces": [...]}
 //       (incremental detokenizer: one piece per id, then the piece from finish())
+//   {"op": "normalize", "text": s}                            -> {"text": s}
 //   {"op": "vocab_size"}                                      -> {"vocab_size": n}
 // A request that fails gets {"error": message}.
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 
 #include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_impl.h"
 
 namespace {
 
@@ -39,6 +41,9 @@ json handle(const nanovllm::Tokenizer& tokenizer, const json& request) {
     }
     pieces.push_back(detokenizer.finish());
     return {{"pieces", pieces}};
+  }
+  if (op == "normalize") {
+    return {{"text", tokenizer.impl().normalizer.normalize(request.at("text").get<std::string>())}};
   }
   if (op == "vocab_size") return {{"vocab_size", tokenizer.vocab_size()}};
   return {{"error", "unknown op " + op}};
