@@ -1,5 +1,7 @@
 #include "tokenizer/added_tokens.h"
 
+#include <cstring>
+
 #include "tokenizer/normalizer.h"
 #include "tokenizer/unicode_class.h"
 #include "tokenizer/utf8.h"
@@ -76,6 +78,10 @@ AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens, bool
     first_byte_[static_cast<unsigned char>(text[0])] = true;
     patterns_.push_back({std::move(text), token});
   }
+  for (int b = 0; b < 256; ++b) {
+    if (!first_byte_[b]) continue;
+    only_first_byte_ = only_first_byte_ == -1 ? b : -2;
+  }
 }
 
 int32_t AddedTokenMatcher::longest_at(std::string_view text, std::size_t at,
@@ -105,7 +111,12 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<TextSegment>& o
   std::size_t done = 0;  // text before this offset is already in segments
   std::size_t at = 0;
   while (at < text.size()) {
-    if (!first_byte_[static_cast<unsigned char>(text[at])]) {
+    if (only_first_byte_ >= 0) {
+      // Typical special tokens all start with '<': jump to the next one.
+      const void* next = std::memchr(text.data() + at, only_first_byte_, text.size() - at);
+      if (next == nullptr) break;
+      at = static_cast<const char*>(next) - text.data();
+    } else if (!first_byte_[static_cast<unsigned char>(text[at])]) {
       ++at;
       continue;
     }

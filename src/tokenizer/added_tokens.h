@@ -59,6 +59,7 @@ class AddedTokenMatcher {
   std::vector<Pattern> patterns_;
   std::vector<Node> trie_;  // trie_[0] is the root
   std::array<bool, 256> first_byte_{};
+  int only_first_byte_ = -1;  // the first byte of every pattern, if they all share one
 };
 
 }  // namespace nanovllm

@@ -1,6 +1,6 @@
 #include "tokenizer/bpe_model.h"
 
-#include <queue>
+#include <algorithm>
 
 #include "core/check.h"
 #include "tokenizer/byte_level.h"
@@ -16,7 +16,7 @@ constexpr std::size_t kSmallWord = 48;
 BpeModel::BpeModel(std::vector<std::pair<std::string, int>> vocab,
                    const std::vector<std::pair<std::string, std::string>>& merges,
                    BpeOptions options)
-    : options_(std::move(options)), cache_(std::make_unique<WordCache>()) {
+    : options_(std::move(options)) {
   int max_id = -1;
   for (const auto& [token, id] : vocab) {
     if (id < 0) throw Error(fmt::format("vocab: token '{}' has negative id {}", token, id));
@@ -81,7 +81,14 @@ const std::string* BpeModel::id_to_token(int id) const {
   return &*tokens_[id];
 }
 
-void BpeModel::encode_word(std::string_view word, std::vector<int>& out) const {
+WordCache& BpeModel::thread_cache() const {
+  const std::lock_guard lock(caches_mutex_);
+  std::unique_ptr<WordCache>& cache = caches_[std::this_thread::get_id()];
+  if (!cache) cache = std::make_unique<WordCache>();
+  return *cache;
+}
+
+void BpeModel::encode_word(std::string_view word, WordCache& cache, std::vector<int>& out) const {
   if (word.empty()) return;
   if (options_.ignore_merges) {
     const TokenMap& whole = options_.byte_level ? whole_words_ : vocab_;
@@ -91,13 +98,13 @@ void BpeModel::encode_word(std::string_view word, std::vector<int>& out) const {
       return;
     }
   }
-  const std::size_t hash = WordCache::hash(word);
-  if (cache_->lookup(word, hash, out)) return;
+  const uint64_t hash = WordCache::hash(word);
+  if (cache.lookup(word, hash, out)) return;
 
   thread_local std::vector<int> symbols;
   initial_symbols(word, symbols);
   merge(symbols);
-  cache_->insert(word, hash, symbols.data(), symbols.size());
+  cache.insert(word, hash, symbols.data(), symbols.size());
   out.insert(out.end(), symbols.begin(), symbols.end());
 }
 
@@ -150,6 +157,7 @@ void BpeModel::merge_small(std::vector<int>& symbols) const {
     ranks[i] = m ? m->rank : kNone;
     merged[i] = m ? m->merged : -1;
   };
+  for (std::size_t i = 0; i + 1 < n; ++i) merges_.prefetch(symbols[i], symbols[i + 1]);
   for (std::size_t i = 0; i + 1 < n; ++i) rank_at(i);
   while (n > 1) {
     std::size_t best = 0;
@@ -172,50 +180,60 @@ void BpeModel::merge_small(std::vector<int>& symbols) const {
 }
 
 void BpeModel::merge_large(std::vector<int>& symbols) const {
-  // A linked list over the symbols and a min-queue of candidate pairs ordered by (rank,
-  // position); entries whose pair has changed since they were queued are skipped.
+  // A linked list over the symbols and a min-heap of candidate pairs ordered by (rank,
+  // position); entries whose pair has changed since they were queued are skipped. The
+  // buffers are per thread so that long words do not allocate.
   struct Candidate {
     int32_t rank;
     int32_t pos;
     int32_t merged;
-    bool operator>(const Candidate& o) const {
+    int32_t left, right;  // the pair when queued
+    // std::push_heap builds a max-heap; invert the order to pop the lowest (rank, pos).
+    bool operator<(const Candidate& o) const {
       return rank != o.rank ? rank > o.rank : pos > o.pos;
     }
   };
+  thread_local std::vector<int32_t> prev, next;
+  thread_local std::vector<Candidate> heap;
   const auto n = static_cast<int32_t>(symbols.size());
-  std::vector<int32_t> prev(n), next(n);
-  std::vector<bool> alive(n, true);
+  prev.resize(n);
+  next.resize(n);
+  heap.clear();
   for (int32_t i = 0; i < n; ++i) {
     prev[i] = i - 1;
     next[i] = i + 1 < n ? i + 1 : -1;
   }
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+  constexpr int kDead = -1;  // symbols[i] of a symbol merged into its left neighbour
   const auto push = [&](int32_t pos) {
     if (pos < 0 || next[pos] < 0) return;
     if (const Merge* m = merges_.find(symbols[pos], symbols[next[pos]])) {
-      queue.push({m->rank, pos, m->merged});
+      heap.push_back({m->rank, pos, m->merged, symbols[pos], symbols[next[pos]]});
+      std::push_heap(heap.begin(), heap.end());
     }
   };
-  for (int32_t i = 0; i + 1 < n; ++i) push(i);
-  while (!queue.empty()) {
-    const Candidate top = queue.top();
-    queue.pop();
-    if (!alive[top.pos] || next[top.pos] < 0) continue;
+  for (int32_t i = 0; i + 1 < n; ++i) merges_.prefetch(symbols[i], symbols[i + 1]);
+  for (int32_t i = 0; i + 1 < n; ++i) {
+    if (const Merge* m = merges_.find(symbols[i], symbols[i + 1])) {
+      heap.push_back({m->rank, i, m->merged, symbols[i], symbols[i + 1]});
+    }
+  }
+  std::make_heap(heap.begin(), heap.end());
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end());
+    const Candidate top = heap.back();
+    heap.pop_back();
+    // A stale entry: its pair changed since it was queued. (Hugging Face compares the merged
+    // id instead; the two agree because a changed pair always spans more text.)
     const int32_t right = next[top.pos];
-    const Merge* m = merges_.find(symbols[top.pos], symbols[right]);
-    if (m == nullptr || m->merged != top.merged) continue;  // stale entry
+    if (right < 0 || symbols[top.pos] != top.left || symbols[right] != top.right) continue;
     symbols[top.pos] = top.merged;
-    alive[right] = false;
+    symbols[right] = kDead;
     next[top.pos] = next[right];
     if (next[right] >= 0) prev[next[right]] = top.pos;
     push(prev[top.pos]);
     push(top.pos);
   }
-  std::size_t out = 0;
-  for (int32_t i = 0; i < n; ++i) {
-    if (alive[i]) symbols[out++] = symbols[i];
-  }
-  symbols.resize(out);
+  symbols.erase(std::remove(symbols.begin(), symbols.end(), kDead), symbols.end());
 }
 
 }  // namespace nanovllm

@@ -5,9 +5,11 @@
 #include <array>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -33,8 +35,16 @@ class BpeModel {
   BpeModel(std::vector<std::pair<std::string, int>> vocab,
            const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options);
 
-  // Appends the ids of one pre-tokenized word to out.
-  void encode_word(std::string_view word, std::vector<int>& out) const;
+  // Appends the ids of one pre-tokenized word to out. `cache` must be this thread's
+  // (thread_cache()); fetch it once per text, not per word.
+  void encode_word(std::string_view word, WordCache& cache, std::vector<int>& out) const;
+  void encode_word(std::string_view word, std::vector<int>& out) const {
+    encode_word(word, thread_cache(), out);
+  }
+
+  // The calling thread's word cache for this model (threads never share one, so the hot
+  // path takes no lock).
+  WordCache& thread_cache() const;
 
   std::optional<int> token_to_id(std::string_view token) const;
   // The token for an id, or nullptr if the vocabulary has no such id.
@@ -65,7 +75,8 @@ class BpeModel {
   std::optional<int> unk_id_;
   std::array<int, 256> byte_symbol_{};  // byte-level: id of each byte's symbol, -1 if none
   TokenMap whole_words_;                // byte-level ignore_merges: raw bytes -> id
-  std::unique_ptr<WordCache> cache_;
+  mutable std::mutex caches_mutex_;
+  mutable std::unordered_map<std::thread::id, std::unique_ptr<WordCache>> caches_;
 };
 
 }  // namespace nanovllm

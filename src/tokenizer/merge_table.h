@@ -28,6 +28,12 @@ class MergeTable {
     }
   }
 
+  // Starts loading the slot of a pair into cache; lookups of many independent pairs go
+  // faster when all are prefetched first.
+  void prefetch(int32_t left, int32_t right) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[slot_of(pack(left, right))]);
+  }
+
   std::size_t size() const { return size_; }
 
  private:

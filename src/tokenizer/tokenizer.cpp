@@ -47,9 +47,11 @@ std::vector<int> TokenizerImpl::encode(std::string_view text, bool add_special_t
   }
   std::vector<int> ids;
   ids.reserve(text.size() / 3 + 4);
+  WordCache& cache = model->thread_cache();
   // Pass 1: added tokens that match the raw text.
   if (raw_matcher->empty()) {
-    encode_normalized(normalizer.empty() ? std::string(text) : normalizer.normalize(text), ids);
+    encode_normalized(normalizer.empty() ? std::string(text) : normalizer.normalize(text), cache,
+                      ids);
   } else {
     std::vector<TextSegment> segments;
     raw_matcher->split(text, segments);
@@ -59,16 +61,18 @@ std::vector<int> TokenizerImpl::encode(std::string_view text, bool add_special_t
       } else {
         const std::string_view piece = text.substr(s.begin, s.end - s.begin);
         encode_normalized(normalizer.empty() ? std::string(piece) : normalizer.normalize(piece),
-                          ids);
+                          cache, ids);
       }
     }
   }
   return add_special_tokens ? post_processor.apply(std::move(ids)) : ids;
 }
 
-void TokenizerImpl::encode_normalized(std::string_view text, std::vector<int>& ids) const {
+void TokenizerImpl::encode_normalized(std::string_view text, WordCache& cache,
+                                      std::vector<int>& ids) const {
   const auto encode_words = [&](std::string_view piece) {
-    pre_tokenizer.split(piece, [&](std::string_view word) { model->encode_word(word, ids); });
+    pre_tokenizer.split(piece,
+                        [&](std::string_view word) { model->encode_word(word, cache, ids); });
   };
   // Pass 2: added tokens that match the normalized text.
   if (normalized_matcher->empty()) {

@@ -40,7 +40,7 @@ struct TokenizerImpl {
   std::optional<int> token_to_id(std::string_view token) const;
 
  private:
-  void encode_normalized(std::string_view text, std::vector<int>& ids) const;
+  void encode_normalized(std::string_view text, WordCache& cache, std::vector<int>& ids) const;
 };
 
 }  // namespace nanovllm

@@ -1,16 +1,13 @@
-// A bounded, thread-safe cache from a pre-tokenized word to its token ids. Text repeats
-// words constantly, so most words skip BPE merging. Sharded so that threads encoding at the
-// same time rarely wait on each other; once a shard is full it stops taking new words.
+// A bounded cache from a pre-tokenized word to its token ids: text repeats words constantly,
+// so most words skip BPE merging. One cache serves one thread (no locking on the hot path);
+// BpeModel hands each thread its own. Open addressing over flat arrays, so lookups do not
+// chase pointers; once full it stops taking new words.
 #pragma once
 
-#include <array>
-#include <cstddef>
-#include <functional>
-#include <mutex>
-#include <shared_mutex>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace nanovllm {
@@ -20,42 +17,42 @@ class WordCache {
   // Words longer than this are not cached (they are rare and would hog memory).
   static constexpr std::size_t kMaxWordBytes = 64;
 
-  explicit WordCache(std::size_t capacity = 1 << 17) : shard_capacity_(capacity / kShards + 1) {}
+  explicit WordCache(std::size_t max_words = 1 << 16);
 
   // Appends the cached ids of word to out and returns true, or returns false.
-  bool lookup(std::string_view word, std::size_t hash, std::vector<int>& out) const {
-    const Shard& shard = shards_[hash % kShards];
-    std::shared_lock lock(shard.mutex);
-    const auto it = shard.map.find(word);
-    if (it == shard.map.end()) return false;
-    out.insert(out.end(), it->second.begin(), it->second.end());
-    return true;
+  bool lookup(std::string_view word, uint64_t hash, std::vector<int>& out) const {
+    for (std::size_t i = hash & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.key_length == kEmpty) return false;
+      if (s.hash == hash && s.key_length == word.size() &&
+          std::memcmp(keys_.data() + s.key_offset, word.data(), word.size()) == 0) {
+        out.insert(out.end(), ids_.begin() + s.ids_offset,
+                   ids_.begin() + s.ids_offset + s.id_count);
+        return true;
+      }
+    }
   }
 
-  void insert(std::string_view word, std::size_t hash, const int* ids, std::size_t count) {
-    if (word.size() > kMaxWordBytes) return;
-    Shard& shard = shards_[hash % kShards];
-    std::unique_lock lock(shard.mutex, std::try_to_lock);
-    if (!lock.owns_lock() || shard.map.size() >= shard_capacity_) return;
-    shard.map.emplace(std::string(word), std::vector<int>(ids, ids + count));
-  }
+  void insert(std::string_view word, uint64_t hash, const int* ids, std::size_t count);
 
-  static std::size_t hash(std::string_view word) { return std::hash<std::string_view>{}(word); }
+  static uint64_t hash(std::string_view word);
 
  private:
-  static constexpr std::size_t kShards = 16;
-
-  struct TransparentHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  struct Shard {
-    mutable std::shared_mutex mutex;
-    std::unordered_map<std::string, std::vector<int>, TransparentHash, std::equal_to<>> map;
+  static constexpr uint16_t kEmpty = 0xFFFF;
+  struct Slot {
+    uint64_t hash;
+    uint32_t key_offset;
+    uint32_t ids_offset;
+    uint16_t key_length = kEmpty;
+    uint16_t id_count;
   };
 
-  std::size_t shard_capacity_;
-  std::array<Shard, kShards> shards_;
+  std::size_t max_words_;
+  std::size_t words_ = 0;
+  std::size_t mask_;
+  std::vector<Slot> slots_;
+  std::string keys_;
+  std::vector<int> ids_;
 };
 
 }  // namespace nanovllm
