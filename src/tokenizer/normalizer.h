@@ -1,0 +1,31 @@
+// Unicode normalization of text before pre-tokenization (tokenizer.json "normalizer").
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace nanovllm {
+
+enum class NormalizationForm { kNFC, kNFD, kNFKC, kNFKD };
+
+// A sequence of normalization forms applied in order; empty means text passes unchanged.
+class Normalizer {
+ public:
+  Normalizer() = default;
+  explicit Normalizer(std::vector<NormalizationForm> forms) : forms_(std::move(forms)) {}
+
+  bool empty() const { return forms_.empty(); }
+
+  // Normalizes valid UTF-8 text.
+  std::string normalize(std::string_view text) const;
+
+ private:
+  std::vector<NormalizationForm> forms_;
+};
+
+// Plain utf8proc normalization of the whole text, without the fast paths (tests compare
+// the fast paths with it).
+std::string normalize_reference(std::string_view text, NormalizationForm form);
+
+}  // namespace nanovllm

@@ -1,0 +1,44 @@
+// Turns token ids back into text (tokenizer.json "decoder"): ByteLevel maps each token's
+// characters back to bytes and decodes the bytes as UTF-8, replacing invalid sequences with
+// U+FFFD; without a decoder, tokens are joined with spaces.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace nanovllm {
+
+class TokenDecoder {
+ public:
+  enum class Kind { kJoinWithSpaces, kByteLevel };
+
+  TokenDecoder() = default;
+  // tokens[id]: the token string decode() sees for id (added content or vocabulary entry),
+  // nullopt where no token has that id; special[id]: skipped with skip_special_tokens.
+  TokenDecoder(Kind kind, const std::vector<std::optional<std::string>>& tokens,
+               std::vector<bool> special);
+
+  Kind kind() const { return kind_; }
+  int id_limit() const { return static_cast<int>(pieces_.size()); }
+
+  // Throws Error unless id names a token.
+  void check_id(int id) const;
+  bool is_special(int id) const { return special_[id]; }
+
+  // What id contributes before the final UTF-8 conversion: bytes for ByteLevel (a token
+  // with characters outside the byte alphabet contributes its own UTF-8), the token text
+  // otherwise. id must be valid.
+  std::string_view piece(int id) const { return *pieces_[id]; }
+
+  std::string decode(std::span<const int> ids, bool skip_special_tokens) const;
+
+ private:
+  Kind kind_ = Kind::kJoinWithSpaces;
+  std::vector<std::optional<std::string>> pieces_;
+  std::vector<bool> special_;
+};
+
+}  // namespace nanovllm
