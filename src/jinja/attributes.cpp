@@ -1,5 +1,7 @@
 #include "jinja/attributes.h"
 
+#include <fmt/format.h>
+
 #include "jinja/error.h"
 #include "jinja/methods.h"
 #include "jinja/operators.h"
@@ -12,12 +14,13 @@ namespace nanovllm::jinja {
 namespace {
 
 Value missing_attribute(const Value& obj, const std::string& name) {
-  return Value::undefined("'" + obj.type_name() + " object' has no attribute '" + name + "'");
+  return Value::undefined(fmt::format("'{} object' has no attribute '{}'", obj.type_name(), name));
 }
 
 Value missing_element(const Value& obj, const Value& key) {
   if (key.is_string()) return missing_attribute(obj, key.str());
-  return Value::undefined("'" + obj.type_name() + " object' has no element " + python_repr(key));
+  return Value::undefined(
+      fmt::format("'{} object' has no element {}", obj.type_name(), python_repr(key)));
 }
 
 // Python attributes only (methods, namespace attributes).
@@ -107,7 +110,7 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
   bool sliceable = obj.is_string() ||
                    (obj.is_list() && (obj.list_data().flavor == SeqFlavor::List || obj.is_tuple()));
   if (!ok || !sliceable)
-    return Value::undefined("'" + obj.type_name() + " object' cannot be sliced");
+    return Value::undefined(fmt::format("'{} object' cannot be sliced", obj.type_name()));
   if (obj.is_list()) {
     const ValueList& items = obj.items();
     ValueList out;

@@ -74,12 +74,12 @@ std::string format_number(const Value& v, const Spec& spec) {
     if (v.is_float() && !std::isfinite(v.as_double()))
       runtime_fail("cannot convert float infinity or NaN to integer");
     long long n = v.is_float() ? static_cast<long long>(std::trunc(v.as_double())) : v.as_int();
-    if (spec.precision >= 0) cfmt += "." + std::to_string(spec.precision);
+    if (spec.precision >= 0) cfmt += fmt::format(".{}", spec.precision);
     cfmt += conv == 'i' || conv == 'u' ? std::string("lld") : std::string("ll") + conv;
     std::snprintf(buf, sizeof(buf), cfmt.c_str(), n);
     return buf;
   }
-  cfmt += "." + std::to_string(spec.precision >= 0 ? spec.precision : 6);
+  cfmt += fmt::format(".{}", spec.precision >= 0 ? spec.precision : 6);
   cfmt += conv;
   std::snprintf(buf, sizeof(buf), cfmt.c_str(), v.as_double());
   return buf;

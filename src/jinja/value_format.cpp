@@ -29,7 +29,10 @@ std::string format_float_repr(double d) {
   std::string out = negative ? "-" : "";
   if (decpt <= -4 || decpt > 16) {
     out += digits[0];
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    if (digits.size() > 1) {
+      out += '.';
+      out += digits.substr(1);
+    }
     out += fmt::format("e{}{:02d}", exponent < 0 ? '-' : '+', std::abs(exponent));
   } else if (decpt <= 0) {
     out += "0." + std::string(static_cast<size_t>(-decpt), '0') + digits;
@@ -88,15 +91,15 @@ std::string sequence_repr(const Value& v) {
   const ListData& data = v.list_data();
   switch (data.flavor) {
     case SeqFlavor::List:
-      return "[" + join_reprs(data.items) + "]";
+      return fmt::format("[{}]", join_reprs(data.items));
     case SeqFlavor::Tuple:
-      return "(" + join_reprs(data.items) + (data.items.size() == 1 ? ",)" : ")");
+      return fmt::format("({}{}", join_reprs(data.items), data.items.size() == 1 ? ",)" : ")");
     case SeqFlavor::DictItems:
-      return "dict_items([" + join_reprs(data.items) + "])";
+      return fmt::format("dict_items([{}])", join_reprs(data.items));
     case SeqFlavor::DictKeys:
-      return "dict_keys([" + join_reprs(data.items) + "])";
+      return fmt::format("dict_keys([{}])", join_reprs(data.items));
     case SeqFlavor::DictValues:
-      return "dict_values([" + join_reprs(data.items) + "])";
+      return fmt::format("dict_values([{}])", join_reprs(data.items));
   }
   return {};
 }
