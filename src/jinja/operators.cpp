@@ -158,9 +158,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       out.insert(out.end(), b.items().begin(), b.items().end());
       return Value::list(std::move(out), a.list_data().flavor);
     }
-    if (a.is_string() || b.is_string()) {
-      runtime_fail("can only concatenate str (not \"" + (a.is_string() ? b : a).type_name() +
-                   "\") to str");
+    if (a.is_string()) {
+      runtime_fail("can only concatenate str (not \"" + b.type_name() + "\") to str");
     }
   }
   if (op == "*") {
