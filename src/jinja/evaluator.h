@@ -1,0 +1,62 @@
+// Renders a parsed template: statements write text, expressions evaluate to Values, with jinja2's
+// scoping (each loop iteration, macro call and block has its own frame; `set` writes the
+// innermost one).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "jinja/ast.h"
+#include "jinja/value.h"
+
+namespace nanovllm::jinja {
+
+struct Frame {
+  std::shared_ptr<Frame> parent;
+  std::vector<std::pair<std::string, Value>> vars;
+
+  explicit Frame(std::shared_ptr<Frame> p) : parent(std::move(p)) {}
+  const Value* find_local(std::string_view name) const;
+  void set(const std::string& name, Value value);
+};
+
+class Evaluator {
+ public:
+  // `context` is a dict of the variables the template sees.
+  explicit Evaluator(Value context);
+
+  // Throws TemplateError (with the position of the failing expression or statement).
+  std::string render(const Body& body);
+
+  // For filters, tests and functions that call back into the engine.
+  Value call(const Value& callee, CallArgs& args);
+  Value apply_filter(const std::string& name, const Value& input, CallArgs& args);
+  bool apply_test(const std::string& name, const Value& input, CallArgs& args);
+
+ private:
+  enum class Flow { Normal, Break, Continue };
+
+  Flow exec_body(const Body& body, std::string& out);
+  Flow exec(const Stmt& s, std::string& out);
+  Flow exec_for(const Stmt& s, std::string& out);
+  void exec_call_block(const Stmt& s, std::string& out);
+  std::string render_in_new_frame(const Body& body);
+
+  Value eval(const Expr& e);
+  Value eval_inner(const Expr& e);
+  Value eval_filter(const Expr& e, const Value* block_input);
+  Value eval_compare(const Expr& e);
+  CallArgs eval_args(const Expr& e);
+
+  Value lookup(const std::string& name) const;
+  void assign(const AssignTarget& target, const Value& value, Frame& frame);
+  Value make_macro(std::shared_ptr<const MacroDef> def, std::shared_ptr<Frame> closure);
+  Value invoke_macro(const MacroDef& def, const std::shared_ptr<Frame>& closure, CallArgs& args);
+
+  Value context_;
+  std::shared_ptr<Frame> frame_;
+};
+
+}  // namespace nanovllm::jinja

@@ -1,0 +1,85 @@
+// Everything the engine cannot or must not render fails with a TemplateError naming the
+// problem and where it is.
+#include "render_helpers.h"
+
+namespace nanovllm::jinja::testing {
+namespace {
+
+TemplateError parse_error(const std::string& source) {
+  try {
+    Template t(source);
+    ADD_FAILURE() << "expected a syntax error for: " << source;
+  } catch (const TemplateError& e) {
+    return e;
+  }
+  return TemplateError("no error", 0, 0);
+}
+
+TEST(JinjaErrors, SyntaxErrorsCarryPositions) {
+  TemplateError e = parse_error("line one\n  {% foo %}");
+  EXPECT_EQ(e.message(), "Encountered unknown tag 'foo'");
+  EXPECT_EQ(e.line(), 2);
+  EXPECT_EQ(e.column(), 6);
+  EXPECT_NE(std::string(e.what()).find("line 2, column 6"), std::string::npos);
+
+  e = parse_error("a\n{% for x in y %}\nbody");
+  EXPECT_EQ(e.line(), 2);
+  EXPECT_NE(e.message().find("'for' block opened here is never closed"), std::string::npos);
+
+  e = parse_error("{% if x %}a{% endfor %}");
+  EXPECT_EQ(e.message(), "Encountered unknown tag 'endfor'");
+
+  e = parse_error("{{ x|nosuchfilter }}");
+  EXPECT_EQ(e.message(), "No filter named 'nosuchfilter'.");
+  EXPECT_EQ(e.column(), 6);
+
+  EXPECT_EQ(parse_error("{{ x is nosuchtest }}").message(), "No test named 'nosuchtest'.");
+  EXPECT_EQ(parse_error("{{ 1 + }}").message(), "unexpected 'end of print statement'");
+  EXPECT_EQ(parse_error("{{ 'abc' }").message(), "unexpected '}'");
+  EXPECT_EQ(parse_error("{{ 'abc").message(), "unexpected end of string");
+  EXPECT_EQ(parse_error("{# never closed").message(), "Missing end of comment tag");
+  EXPECT_EQ(parse_error("{% break %}").message(), "'break' outside loop");
+  EXPECT_EQ(parse_error("{% include 'x' %}").message(), "the 'include' tag is not supported");
+  EXPECT_EQ(parse_error("{% for x in y recursive %}{% endfor %}").message(),
+            "recursive for loops are not supported");
+  EXPECT_EQ(parse_error("{% set 1 = 2 %}").message(), "can't assign to '1'");
+  EXPECT_EQ(parse_error("{{ f(*args) }}").message(),
+            "*args and **kwargs in calls are not supported");
+  EXPECT_EQ(parse_error("{{ (1 }}").message(), "unexpected '}', expected ')'");
+}
+
+TEST(JinjaErrors, RuntimeErrorsCarryPositions) {
+  TemplateError e = render_error("ok\n{{ 1 + 'a' }}");
+  EXPECT_EQ(e.message(), "unsupported operand type(s) for +: 'int' and 'str'");
+  EXPECT_EQ(e.line(), 2);
+  EXPECT_EQ(render_error("{{ 'a' + 1 }}").message(),
+            "can only concatenate str (not \"int\") to str");
+  EXPECT_EQ(render_error("{{ 1 < 'a' }}").message(),
+            "'<' not supported between instances of 'int' and 'str'");
+  EXPECT_EQ(render_error("{{ 10 / 0 }}").message(), "division by zero");
+  EXPECT_EQ(render_error("{{ 5 // 0 }}").message(), "integer division or modulo by zero");
+  EXPECT_EQ(render_error("{% for x in 5 %}{% endfor %}").message(), "'int' object is not iterable");
+  EXPECT_EQ(render_error("{% set a, b = [1] %}").message(),
+            "not enough values to unpack (expected 2, got 1)");
+  EXPECT_EQ(render_error("{{ foo() }}").message(), "'foo' is undefined");
+  EXPECT_EQ(render_error("{{ 'abc'.foo() }}").message(), "'str object' has no attribute 'foo'");
+  EXPECT_EQ(render_error("{{ [1].append(2) }}").message(),
+            "access to attribute 'append' of 'list' object is unsafe.");
+  EXPECT_EQ(render_error("{{ x[1:2:0] }}", {{"x", {1}}}).message(), "slice step cannot be zero");
+  EXPECT_EQ(render_error("{{ 2 ** 100 }}").message(),
+            "integer overflow: results beyond 64 bits are not supported");
+  EXPECT_EQ(render_error("{{ [1]|select('odd')|length }}").message(),
+            "object of type 'generator' has no len()");
+  EXPECT_EQ(render_error("{{ 'x'|urlize }}").message(),
+            "the 'urlize' filter is not supported by this template engine");
+  EXPECT_EQ(render_error("{{ 'x'.zfill(3) }}").message(),
+            "str.zfill() is not supported by this template engine");
+  EXPECT_EQ(
+      render_error("{% set ns = namespace(_x=1) %}").message().rfind("Chat templates cannot", 0),
+      0u);
+  EXPECT_EQ(render_error("{{ [1,2]|reverse }}").message(),
+            "cannot print a generator; convert it with |list or |join first");
+}
+
+}  // namespace
+}  // namespace nanovllm::jinja::testing
