@@ -14,6 +14,9 @@ class TokenTextDecoder {
   // Feeds one generated token; returns the text it completes (possibly empty, e.g. while a
   // UTF-8 sequence is still incomplete).
   virtual std::string push(int token_id) = 0;
+  // Ends the stream: returns text still held back (e.g. an incomplete UTF-8 sequence, as
+  // U+FFFD), so that the pieces add up to the one-shot decode.
+  virtual std::string finish() { return {}; }
 };
 
 // Makes one decoder per request; the prompt gives it context (spacing, partial characters).

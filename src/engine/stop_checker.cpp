@@ -41,14 +41,15 @@ bool append_token_and_check_stop(Sequence& seq, const SampleResult& sample,
   if (stop_string_hit || (!seq.params.ignore_eos && contains(stop.eos_token_ids)) ||
       contains(seq.params.stop_token_ids)) {
     seq.finish_reason = "stop";
-    return true;
-  }
-  if (seq.num_completion_tokens() >= seq.params.max_tokens ||
-      seq.num_tokens() >= stop.max_model_len) {
+  } else if (seq.num_completion_tokens() >= seq.params.max_tokens ||
+             seq.num_tokens() >= stop.max_model_len) {
     seq.finish_reason = "length";
-    return true;
+  } else {
+    return false;
   }
-  return false;
+  // The text was cut before a stop string; otherwise flush what the decoder still holds.
+  if (seq.decoder && !stop_string_hit) seq.text += seq.decoder->finish();
+  return true;
 }
 
 }  // namespace nanovllm

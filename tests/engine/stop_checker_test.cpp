@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace nanovllm {
 namespace {
@@ -51,6 +52,31 @@ TEST(StopChecker, AppendsTokenAndText) {
   EXPECT_EQ(seq->text, "hello");
   EXPECT_EQ(seq->num_completion_tokens(), 2);
   EXPECT_EQ(seq->completion_token_ids().back(), 6);
+}
+
+// Holds every piece back until finish(), like a detokenizer in the middle of a character.
+class HoldingDecoder final : public TokenTextDecoder {
+ public:
+  std::string push(int token_id) override {
+    held_ += std::to_string(token_id);
+    return {};
+  }
+  std::string finish() override { return std::exchange(held_, {}); }
+
+ private:
+  std::string held_;
+};
+
+TEST(StopChecker, FinishingFlushesTextTheDecoderHeldBack) {
+  SamplingParams params;
+  params.max_tokens = 2;
+  auto seq = std::make_unique<Sequence>(0, std::vector<int>{1, 2, 3}, params, 0);
+  seq->decoder = std::make_unique<HoldingDecoder>();
+  EXPECT_FALSE(push(*seq, 4));
+  EXPECT_EQ(seq->text, "");
+  EXPECT_TRUE(push(*seq, 5));
+  EXPECT_EQ(seq->finish_reason, "length");
+  EXPECT_EQ(seq->text, "45");
 }
 
 TEST(StopChecker, AnyEosIdStops) {

@@ -1,0 +1,82 @@
+#include "nanovllm/tokenize_command.h"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+
+#include "core/check.h"
+#include "llm/chat_prompt.h"
+#include "nanovllm/json_lines.h"
+#include "tokenizer/tokenizer.h"
+
+namespace nanovllm {
+namespace {
+
+nlohmann::ordered_json tokenize_line(const std::string& line, const Tokenizer& tokenizer,
+                                     std::optional<ChatPrompt>& chat, bool skip_special_tokens) {
+  nlohmann::json request;
+  try {
+    request = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::parse_error& error) {
+    throw Error(fmt::format("invalid JSON: {}", error.what()));
+  }
+  if (!request.is_object()) throw Error("a line must be a JSON object");
+  if (request.contains("text")) {
+    if (!request["text"].is_string()) throw Error("'text' must be a string");
+    return {{"ids", tokenizer.encode(request["text"].get<std::string>())}};
+  }
+  if (request.contains("ids")) {
+    const nlohmann::json& ids = request["ids"];
+    if (!ids.is_array()) throw Error("'ids' must be a list of integers");
+    std::vector<int> values;
+    for (const auto& id : ids) {
+      if (!id.is_number_integer()) throw Error("'ids' must be a list of integers");
+      values.push_back(id.get<int>());
+    }
+    return {{"text", tokenizer.decode(values, skip_special_tokens)}};
+  }
+  if (request.contains("messages")) {
+    if (!chat) chat.emplace(tokenizer);
+    const nlohmann::json& flag = request.value("add_generation_prompt", nlohmann::json(false));
+    if (!flag.is_boolean()) throw Error("'add_generation_prompt' must be true or false");
+    const std::string text =
+        chat->render(request["messages"], flag.get<bool>(),
+                     request.value("chat_template_kwargs", nlohmann::json::object()));
+    return {{"text", text}, {"ids", tokenizer.encode(text)}};
+  }
+  throw Error("a line needs 'text', 'ids' or 'messages'");
+}
+
+}  // namespace
+
+CLI::App* add_tokenize_command(CLI::App& app, TokenizeOptions& options) {
+  CLI::App* command =
+      app.add_subcommand("tokenize", "Encode, decode and render chat templates (JSON lines)");
+  command->add_option("--model", options.model, "model directory with tokenizer.json")->required();
+  command->add_option("--input", options.input, "JSON lines, '-' for stdin")->capture_default_str();
+  command->add_option("--output", options.output, "JSON lines, '-' for stdout")
+      ->capture_default_str();
+  command->add_flag("--skip-special-tokens", options.skip_special_tokens,
+                    "leave special tokens out of decoded text");
+  return command;
+}
+
+int run_tokenize(const TokenizeOptions& options) {
+  const Tokenizer tokenizer = Tokenizer::from_dir(options.model);
+  std::optional<ChatPrompt> chat;  // parsed on first use
+  JsonLinesIO io(options.input, options.output);
+  int failed = 0;
+  std::string line;
+  while (std::getline(io.in(), line)) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      io.write(tokenize_line(line, tokenizer, chat, options.skip_special_tokens));
+    } catch (const Error& error) {
+      io.write({{"error", error.what()}});
+      ++failed;
+    }
+  }
+  return failed > 0 ? 1 : 0;
+}
+
+}  // namespace nanovllm

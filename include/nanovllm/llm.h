@@ -1,0 +1,61 @@
+// The offline inference entry point: a model directory in, prompts (text, token ids or chat
+// messages) in, outputs in input order out.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nanovllm/engine_config.h"
+#include "nanovllm/request_output.h"
+#include "nanovllm/sampling_params.h"
+
+namespace nanovllm {
+
+class Tokenizer;
+
+// One request's prompt: exactly one of the three forms.
+struct Prompt {
+  enum class Kind { kText, kTokenIds, kMessages };
+  Kind kind = Kind::kText;
+  std::string text;
+  std::vector<int> token_ids;
+  nlohmann::json messages;  // chat messages, rendered with the chat template
+  nlohmann::json chat_template_kwargs = nlohmann::json::object();  // e.g. enable_thinking
+
+  static Prompt from_text(std::string text);
+  static Prompt from_token_ids(std::vector<int> ids);
+  static Prompt from_messages(nlohmann::json messages,
+                              nlohmann::json kwargs = nlohmann::json::object());
+};
+
+class LLM {
+ public:
+  // Loads config, weights and (when the directory has tokenizer.json) the tokenizer.
+  // Throws Error naming the file and the problem for a bad model directory.
+  LLM(const std::filesystem::path& model_dir, const EngineConfig& config);
+  ~LLM();
+  LLM(const LLM&) = delete;
+  LLM& operator=(const LLM&) = delete;
+
+  // Runs every prompt to completion. `params` has one entry for all prompts or one per prompt.
+  // A prompt that cannot run comes back with `error` set; the others are unaffected.
+  std::vector<RequestOutput> generate(const std::vector<Prompt>& prompts,
+                                      const std::vector<SamplingParams>& params,
+                                      bool use_progress = true);
+
+  // nullptr when the model directory has no tokenizer (token-id prompts still work).
+  const Tokenizer* tokenizer() const;
+  // Renders chat messages with the tokenizer's chat template (with add_generation_prompt).
+  std::string apply_chat_template(const nlohmann::json& messages,
+                                  const nlohmann::json& kwargs) const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace nanovllm

@@ -1,0 +1,174 @@
+#include "nanovllm/llm.h"
+
+#include <chrono>
+#include <optional>
+#include <set>
+
+#include "core/check.h"
+#include "core/logging.h"
+#include "engine/llm_engine.h"
+#include "engine/model_runner.h"
+#include "kernels/backend.h"
+#include "llm/chat_prompt.h"
+#include "model/model_config.h"
+#include "model/qwen3_model.h"
+#include "model/qwen3_weights.h"
+#include "tokenizer/incremental_detokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace nanovllm {
+namespace {
+
+std::unique_ptr<Backend> make_backend(const std::string& device) {
+  if (device == "cpu") return make_cpu_backend();
+  if (device == "cuda") throw Error("this build has no CUDA backend; use --device cpu");
+  throw Error(fmt::format("unknown device '{}' (expected cpu or cuda)", device));
+}
+
+LoadFormat parse_load_format(const std::string& name) {
+  if (name == "safetensors") return LoadFormat::kSafetensors;
+  if (name == "dummy") return LoadFormat::kDummy;
+  throw Error(fmt::format("unknown load format '{}' (expected safetensors or dummy)", name));
+}
+
+// Streams generated text; special tokens are left out of the text, as vLLM does by default.
+class DetokenizerAdapter final : public TokenTextDecoder {
+ public:
+  explicit DetokenizerAdapter(const Tokenizer& tokenizer) : detokenizer_(tokenizer, true) {}
+  std::string push(int token_id) override { return detokenizer_.push(token_id); }
+  std::string finish() override { return detokenizer_.finish(); }
+
+ private:
+  IncrementalDetokenizer detokenizer_;
+};
+
+std::vector<int> eos_ids(const GenerationConfig& generation, const Tokenizer* tokenizer) {
+  std::set<int> ids(generation.eos_token_ids.begin(), generation.eos_token_ids.end());
+  if (tokenizer != nullptr) {
+    if (auto id = tokenizer->eos_token_id()) ids.insert(*id);
+  }
+  return {ids.begin(), ids.end()};
+}
+
+}  // namespace
+
+Prompt Prompt::from_text(std::string text) {
+  Prompt prompt;
+  prompt.kind = Kind::kText;
+  prompt.text = std::move(text);
+  return prompt;
+}
+
+Prompt Prompt::from_token_ids(std::vector<int> ids) {
+  Prompt prompt;
+  prompt.kind = Kind::kTokenIds;
+  prompt.token_ids = std::move(ids);
+  return prompt;
+}
+
+Prompt Prompt::from_messages(nlohmann::json messages, nlohmann::json kwargs) {
+  Prompt prompt;
+  prompt.kind = Kind::kMessages;
+  prompt.messages = std::move(messages);
+  prompt.chat_template_kwargs = std::move(kwargs);
+  return prompt;
+}
+
+struct LLM::State {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Qwen3Model> model;
+  std::optional<Tokenizer> tokenizer;
+  std::optional<ChatPrompt> chat;  // when the tokenizer has a chat template
+  std::unique_ptr<LLMEngine> engine;
+
+  std::vector<int> to_token_ids(const Prompt& prompt) const {
+    switch (prompt.kind) {
+      case Prompt::Kind::kTokenIds:
+        return prompt.token_ids;
+      case Prompt::Kind::kText:
+        if (!tokenizer) throw Error("text prompts need tokenizer.json in the model directory");
+        return tokenizer->encode(prompt.text);
+      case Prompt::Kind::kMessages:
+        if (!chat) throw Error("chat messages need a tokenizer with a chat_template");
+        // The template writes the special tokens itself, as transformers' chat pipeline does.
+        return tokenizer->encode(chat->render(prompt.messages, true, prompt.chat_template_kwargs));
+    }
+    return {};
+  }
+};
+
+LLM::LLM(const std::filesystem::path& model_dir, const EngineConfig& config)
+    : state_(std::make_unique<State>()) {
+  const auto start = std::chrono::steady_clock::now();
+  config.validate();
+  const ModelConfig model_config = load_model_config(model_dir);
+  const GenerationConfig generation = load_generation_config(model_dir, model_config);
+  if (std::filesystem::exists(model_dir / "tokenizer.json")) {
+    state_->tokenizer = Tokenizer::from_dir(model_dir);
+    if (state_->tokenizer->chat_template()) state_->chat.emplace(*state_->tokenizer);
+  }
+  state_->backend = make_backend(config.device);
+  state_->model =
+      std::make_unique<Qwen3Model>(model_config,
+                                   load_qwen3_weights(model_dir, model_config, *state_->backend,
+                                                      parse_load_format(config.load_format)),
+                                   *state_->backend);
+  auto runner = std::make_unique<ModelRunner>(config, *state_->backend, *state_->model);
+  TokenTextDecoderFactory decoders;
+  if (state_->tokenizer) {
+    const Tokenizer* tokenizer = &*state_->tokenizer;
+    decoders = [tokenizer](std::span<const int>) {
+      return std::make_unique<DetokenizerAdapter>(*tokenizer);
+    };
+  }
+  state_->engine = std::make_unique<LLMEngine>(
+      config, std::move(runner), eos_ids(generation, tokenizer()), std::move(decoders));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  NVLLM_LOG_INFO(
+      "loaded {} ({} layers, hidden {}, vocab {}) on {} in {:.2f} s; KV cache {} blocks "
+      "of {} tokens",
+      model_dir.string(), model_config.num_hidden_layers, model_config.hidden_size,
+      model_config.vocab_size, config.device, seconds, state_->engine->limits().num_kvcache_blocks,
+      state_->engine->limits().block_size);
+}
+
+LLM::~LLM() = default;
+
+const Tokenizer* LLM::tokenizer() const {
+  return state_->tokenizer ? &*state_->tokenizer : nullptr;
+}
+
+std::string LLM::apply_chat_template(const nlohmann::json& messages,
+                                     const nlohmann::json& kwargs) const {
+  if (!state_->chat) throw Error("the model directory has no tokenizer with a chat_template");
+  return state_->chat->render(messages, true, kwargs);
+}
+
+std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
+                                         const std::vector<SamplingParams>& params,
+                                         bool use_progress) {
+  NVLLM_CHECK_MSG(params.size() == 1 || params.size() == prompts.size(),
+                  "{} sampling params for {} prompts", params.size(), prompts.size());
+  std::vector<RequestOutput> outputs(prompts.size());
+  std::vector<std::vector<int>> runnable;
+  std::vector<SamplingParams> runnable_params;
+  std::vector<size_t> runnable_index;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    try {
+      runnable.push_back(state_->to_token_ids(prompts[i]));
+      runnable_params.push_back(params.size() == 1 ? params[0] : params[i]);
+      runnable_index.push_back(i);
+    } catch (const Error& error) {
+      outputs[i].error = error.what();
+    }
+  }
+  if (!runnable.empty()) {
+    std::vector<RequestOutput> ran =
+        state_->engine->generate(runnable, runnable_params, use_progress);
+    for (size_t k = 0; k < ran.size(); ++k) outputs[runnable_index[k]] = std::move(ran[k]);
+  }
+  return outputs;
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,156 @@
+#include "llm/request_json.h"
+
+#include <set>
+
+#include "core/check.h"
+
+namespace nanovllm {
+namespace {
+
+const std::set<std::string>& known_fields() {
+  static const std::set<std::string> fields = {"prompt",     "prompt_token_ids",
+                                               "messages",   "chat_template_kwargs",
+                                               "max_tokens", "temperature",
+                                               "top_k",      "top_p",
+                                               "ignore_eos", "seed",
+                                               "stop",       "stop_token_ids",
+                                               "logprobs"};
+  return fields;
+}
+
+template <typename T>
+T field_as(const nlohmann::json& request, const char* name, const char* expected) {
+  const nlohmann::json& value = request.at(name);
+  const bool ok = [&] {
+    if constexpr (std::is_same_v<T, bool>) return value.is_boolean();
+    if constexpr (std::is_integral_v<T>) return value.is_number_integer();
+    if constexpr (std::is_floating_point_v<T>) return value.is_number();
+    if constexpr (std::is_same_v<T, std::string>) return value.is_string();
+    return true;
+  }();
+  if (!ok) throw Error(fmt::format("'{}' must be {}, got {}", name, expected, value.dump()));
+  return value.get<T>();
+}
+
+std::vector<int> int_list(const nlohmann::json& value, const char* name) {
+  if (!value.is_array()) throw Error(fmt::format("'{}' must be a list of integers", name));
+  std::vector<int> ids;
+  ids.reserve(value.size());
+  for (const auto& item : value) {
+    if (!item.is_number_integer() || item.get<int64_t>() < INT32_MIN ||
+        item.get<int64_t>() > INT32_MAX) {
+      throw Error(fmt::format("'{}' must be a list of integers, found {}", name, item.dump()));
+    }
+    ids.push_back(item.get<int>());
+  }
+  return ids;
+}
+
+std::vector<std::string> string_list(const nlohmann::json& value, const char* name) {
+  if (value.is_string()) return {value.get<std::string>()};
+  if (!value.is_array())
+    throw Error(fmt::format("'{}' must be a string or a list of strings", name));
+  std::vector<std::string> strings;
+  for (const auto& item : value) {
+    if (!item.is_string()) throw Error(fmt::format("'{}' must be a list of strings", name));
+    strings.push_back(item.get<std::string>());
+  }
+  return strings;
+}
+
+Prompt parse_prompt(const nlohmann::json& request) {
+  const int forms = static_cast<int>(request.contains("prompt")) +
+                    static_cast<int>(request.contains("prompt_token_ids")) +
+                    static_cast<int>(request.contains("messages"));
+  if (forms != 1) {
+    throw Error("a request needs exactly one of 'prompt', 'prompt_token_ids' or 'messages'");
+  }
+  if (request.contains("chat_template_kwargs") && !request.contains("messages")) {
+    throw Error("'chat_template_kwargs' only applies to 'messages'");
+  }
+  if (request.contains("prompt")) {
+    std::string text = field_as<std::string>(request, "prompt", "a string");
+    if (text.empty()) throw Error("'prompt' is empty");
+    return Prompt::from_text(std::move(text));
+  }
+  if (request.contains("prompt_token_ids")) {
+    std::vector<int> ids = int_list(request["prompt_token_ids"], "prompt_token_ids");
+    if (ids.empty()) throw Error("'prompt_token_ids' is empty");
+    return Prompt::from_token_ids(std::move(ids));
+  }
+  const nlohmann::json& messages = request["messages"];
+  if (!messages.is_array() || messages.empty()) {
+    throw Error("'messages' must be a non-empty list of {\"role\", \"content\"} objects");
+  }
+  nlohmann::json kwargs = request.value("chat_template_kwargs", nlohmann::json::object());
+  if (!kwargs.is_object()) throw Error("'chat_template_kwargs' must be an object");
+  return Prompt::from_messages(messages, std::move(kwargs));
+}
+
+}  // namespace
+
+ParsedRequest parse_request_line(const std::string& line, const SamplingParams& defaults) {
+  nlohmann::json request;
+  try {
+    request = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::parse_error& error) {
+    throw Error(fmt::format("invalid JSON: {}", error.what()));
+  }
+  if (!request.is_object()) throw Error("a request must be a JSON object");
+  for (const auto& [key, value] : request.items()) {
+    if (!known_fields().contains(key)) throw Error(fmt::format("unknown field '{}'", key));
+  }
+
+  ParsedRequest parsed{parse_prompt(request), defaults};
+  SamplingParams& params = parsed.params;
+  if (request.contains("max_tokens")) {
+    params.max_tokens = field_as<int>(request, "max_tokens", "an integer");
+  }
+  if (request.contains("temperature")) {
+    params.temperature = field_as<float>(request, "temperature", "a number");
+  }
+  if (request.contains("top_k")) params.top_k = field_as<int>(request, "top_k", "an integer");
+  if (request.contains("top_p")) params.top_p = field_as<float>(request, "top_p", "a number");
+  if (request.contains("ignore_eos")) {
+    params.ignore_eos = field_as<bool>(request, "ignore_eos", "true or false");
+  }
+  if (request.contains("seed")) {
+    if (!request["seed"].is_number_unsigned()) throw Error("'seed' must be a non-negative integer");
+    params.seed = request["seed"].get<uint64_t>();
+  }
+  if (request.contains("stop")) params.stop = string_list(request["stop"], "stop");
+  if (request.contains("stop_token_ids")) {
+    params.stop_token_ids = int_list(request["stop_token_ids"], "stop_token_ids");
+  }
+  if (request.contains("logprobs")) {
+    params.logprobs = field_as<int>(request, "logprobs", "an integer");
+  }
+  params.validate();
+  return parsed;
+}
+
+nlohmann::ordered_json output_to_json(size_t index, const RequestOutput& output) {
+  if (!output.ok()) return {{"index", index}, {"error", output.error}};
+  nlohmann::ordered_json row = {{"index", index},
+                                {"prompt_token_ids", output.prompt_token_ids},
+                                {"token_ids", output.token_ids},
+                                {"text", output.text},
+                                {"finish_reason", output.finish_reason}};
+  if (output.logprobs) {
+    nlohmann::ordered_json positions = nlohmann::ordered_json::array();
+    for (const PositionLogprobs& position : *output.logprobs) {
+      nlohmann::ordered_json top = nlohmann::ordered_json::array();
+      for (const TokenLogprob& entry : position.top) {
+        top.push_back({{"token_id", entry.token_id}, {"logprob", entry.logprob}});
+      }
+      positions.push_back({{"token_id", position.token_id},
+                           {"logprob", position.logprob},
+                           {"rank", position.rank},
+                           {"top", std::move(top)}});
+    }
+    row["logprobs"] = std::move(positions);
+  }
+  return row;
+}
+
+}  // namespace nanovllm

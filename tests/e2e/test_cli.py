@@ -1,0 +1,146 @@
+"""The `nanovllm` command as a user runs it: the JSON-lines contracts of generate and tokenize,
+per-request errors, exit statuses. The binary comes from NANOVLLM_BIN."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+BIN = os.environ["NANOVLLM_BIN"]
+DATA = os.path.join(os.path.dirname(__file__), "..", "data")
+TIED = os.path.join(DATA, "models", "qwen3-tiny-tied")
+UNTIED = os.path.join(DATA, "models", "qwen3-tiny-untied")
+
+
+def run(args, stdin=""):
+    proc = subprocess.run([BIN, *args], input=stdin, capture_output=True, text=True, timeout=120)
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    return proc.returncode, rows, proc.stderr
+
+
+def golden(model_dir):
+    with open(os.path.join(model_dir, "golden.json")) as f:
+        return json.load(f)
+
+
+def test_generate_token_id_prompts_reproduce_transformers_greedy():
+    cases = golden(UNTIED)["prompts"][:4]
+    lines = "".join(json.dumps({"prompt_token_ids": c["token_ids"], "max_tokens": 12,
+                                "temperature": 0, "ignore_eos": True}) + "\n" for c in cases)
+    code, rows, err = run(["generate", "--model", UNTIED, "--no-progress"], lines)
+    assert code == 0, err
+    assert [r["index"] for r in rows] == list(range(len(cases)))
+    for row, case in zip(rows, cases):
+        assert list(row) == ["index", "prompt_token_ids", "token_ids", "text", "finish_reason"]
+        assert row["prompt_token_ids"] == case["token_ids"]
+        assert row["token_ids"] == case["greedy_token_ids"][:12]
+        assert row["finish_reason"] == "length"
+        assert row["text"] == ""  # this checkpoint has no tokenizer
+
+
+def test_generate_text_and_chat_prompts_use_the_tokenizer():
+    from tokenizers import Tokenizer
+    tokenizer = Tokenizer.from_file(os.path.join(TIED, "tokenizer.json"))
+    lines = (json.dumps({"prompt": "Hello, my name is", "max_tokens": 5, "temperature": 0}) + "\n" +
+             json.dumps({"messages": [{"role": "user", "content": "Hi!"}], "max_tokens": 3,
+                         "chat_template_kwargs": {"enable_thinking": False}}) + "\n")
+    code, rows, err = run(["generate", "--model", TIED, "--no-progress", "--ignore-eos"], lines)
+    assert code == 0, err
+    assert rows[0]["prompt_token_ids"] == tokenizer.encode("Hello, my name is").ids
+    assert len(rows[0]["token_ids"]) == 5
+    assert rows[0]["text"] == tokenizer.decode(rows[0]["token_ids"], skip_special_tokens=True)
+    chat = "<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    assert rows[1]["prompt_token_ids"] == tokenizer.encode(chat).ids
+    assert len(rows[1]["token_ids"]) == 3
+
+
+def test_generate_repeatable_prompt_flag():
+    code, rows, err = run(["generate", "--model", TIED, "--prompt", "a", "--prompt", "b c",
+                           "--max-tokens", "2", "--no-progress"])
+    assert code == 0, err
+    assert [r["index"] for r in rows] == [0, 1]
+    assert all(len(r["token_ids"]) <= 2 for r in rows)
+
+
+def test_same_seed_same_output_and_sampling_flags():
+    line = json.dumps({"prompt_token_ids": [5, 6, 7], "max_tokens": 16, "temperature": 1.0,
+                       "top_k": 50, "top_p": 0.9, "seed": 1234, "ignore_eos": True}) + "\n"
+    _, first, _ = run(["generate", "--model", UNTIED, "--no-progress"], line * 2)
+    _, second, _ = run(["generate", "--model", UNTIED, "--no-progress"], line)
+    assert first[0]["token_ids"] == first[1]["token_ids"] == second[0]["token_ids"]
+
+
+BAD_REQUESTS = [
+    ("not json", "invalid JSON"),
+    ('{"prompt": ""}', "empty"),
+    ('{"prompt_token_ids": []}', "empty"),
+    ('{"prompt_token_ids": [1, -3]}', "-3"),
+    ('{"prompt_token_ids": [1, 2048]}', "2048"),
+    ('{"prompt_token_ids": [1], "temperature": -1}', "temperature"),
+    ('{"prompt_token_ids": [1], "top_p": 1.5}', "top_p"),
+    ('{"prompt_token_ids": [1], "top_p": 0}', "top_p"),
+    ('{"prompt_token_ids": [1], "max_tokens": 0}', "max_tokens"),
+    ('{"prompt_token_ids": [1], "max_tokens": "many"}', "max_tokens"),
+    ('{"prompt_token_ids": [1], "colour": 1}', "colour"),
+    ('{"prompt": "text without a tokenizer"}', "tokenizer"),
+    ('{"prompt_token_ids": [1], "prompt": "both"}', "exactly one"),
+    (json.dumps({"prompt_token_ids": [1] * 5000}), "max_model_len"),
+]
+
+
+@pytest.mark.parametrize("line,needle", BAD_REQUESTS)
+def test_a_bad_request_fails_alone(line, needle):
+    good = json.dumps({"prompt_token_ids": [3, 4], "max_tokens": 2}) + "\n"
+    code, rows, _ = run(["generate", "--model", UNTIED, "--no-progress"],
+                        good + line + "\n" + good)
+    assert code != 0
+    assert [r["index"] for r in rows] == [0, 1, 2]
+    assert "error" in rows[1] and needle in rows[1]["error"], rows[1]
+    assert rows[0]["finish_reason"] == rows[2]["finish_reason"] == "length"
+
+
+def test_bad_model_directory_is_a_clear_error(tmp_path):
+    code, rows, err = run(["generate", "--model", str(tmp_path), "--prompt", "x"])
+    assert code != 0 and rows == []
+    assert "config.json" in err
+    (tmp_path / "config.json").write_text("{not json")
+    code, _, err = run(["generate", "--model", str(tmp_path), "--prompt", "x"])
+    assert code != 0 and "config.json" in err
+
+
+def test_bad_engine_flag_is_a_clear_error():
+    code, _, err = run(["generate", "--model", UNTIED, "--kvcache-block-size", "0", "--prompt", "x"])
+    assert code != 0 and "block" in err
+
+
+def test_dummy_load_format_needs_only_the_config(tmp_path):
+    with open(os.path.join(UNTIED, "config.json")) as f:
+        (tmp_path / "config.json").write_text(f.read())
+    code, rows, err = run(["generate", "--model", str(tmp_path), "--load-format", "dummy",
+                           "--no-progress"], json.dumps({"prompt_token_ids": [1, 2, 3],
+                                                          "max_tokens": 4}) + "\n")
+    assert code == 0, err
+    assert len(rows[0]["token_ids"]) <= 4
+
+
+def test_tokenize_contract():
+    from tokenizers import Tokenizer
+    tokenizer = Tokenizer.from_file(os.path.join(TIED, "tokenizer.json"))
+    text = "Hello wörld 你好 🤗"
+    lines = [json.dumps({"text": text}), json.dumps({"ids": tokenizer.encode(text).ids}),
+             json.dumps({"messages": [{"role": "user", "content": "Hi"}],
+                         "add_generation_prompt": True,
+                         "chat_template_kwargs": {"enable_thinking": False}}),
+             json.dumps({"ids": [-1]}), "{}"]
+    code, rows, _ = run(["tokenize", "--model", TIED], "\n".join(lines) + "\n")
+    assert code != 0  # the last two lines are errors
+    assert rows[0] == {"ids": tokenizer.encode(text).ids}
+    assert rows[1] == {"text": text}
+    chat = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    assert rows[2] == {"text": chat, "ids": tokenizer.encode(chat).ids}
+    assert "error" in rows[3] and "error" in rows[4]
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
