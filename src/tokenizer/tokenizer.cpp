@@ -157,6 +157,13 @@ std::optional<int> Tokenizer::pad_token_id() const {
   return id_of(*impl_, impl_->config.pad_token);
 }
 
+std::optional<bool> Tokenizer::add_bos_token() const {
+  return impl_->config.add_bos_token;
+}
+std::optional<bool> Tokenizer::add_eos_token() const {
+  return impl_->config.add_eos_token;
+}
+
 const std::optional<std::string>& Tokenizer::chat_template() const {
   return impl_->config.chat_template;
 }
