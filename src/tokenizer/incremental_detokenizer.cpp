@@ -1,15 +1,17 @@
 #include "tokenizer/incremental_detokenizer.h"
 
+#include <utility>
+
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/utf8.h"
 
 namespace nanovllm {
 
-IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special_tokens)
-    : tokenizer_(&tokenizer), skip_special_tokens_(skip_special_tokens) {}
+IncrementalDetokenizer::IncrementalDetokenizer(Tokenizer tokenizer, bool skip_special_tokens)
+    : tokenizer_(std::move(tokenizer)), skip_special_tokens_(skip_special_tokens) {}
 
 std::string IncrementalDetokenizer::push(int id) {
-  const TokenDecoder& decoder = tokenizer_->impl().decoder;
+  const TokenDecoder& decoder = tokenizer_.impl().decoder;
   decoder.check_id(id);
   if (skip_special_tokens_ && decoder.is_special(id)) return {};
   std::string out;

@@ -17,8 +17,9 @@ namespace nanovllm {
 
 class IncrementalDetokenizer {
  public:
-  // The tokenizer must outlive the detokenizer.
-  explicit IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special_tokens = false);
+  // Shares the tokenizer's tables (a Tokenizer is a cheap handle), so the detokenizer may
+  // outlive the Tokenizer object it was made from.
+  explicit IncrementalDetokenizer(Tokenizer tokenizer, bool skip_special_tokens = false);
 
   // Adds one token; returns the text that became final (possibly empty). Throws Error for
   // an id the tokenizer has no token for, leaving the state unchanged.
@@ -32,7 +33,7 @@ class IncrementalDetokenizer {
   std::size_t pending_bytes() const { return pending_.size(); }
 
  private:
-  const Tokenizer* tokenizer_;
+  Tokenizer tokenizer_;
   bool skip_special_tokens_;
   bool first_token_ = true;  // for decoders that join tokens with spaces
   std::string pending_;

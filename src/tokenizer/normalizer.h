@@ -1,4 +1,7 @@
 // Unicode normalization of text before pre-tokenization (tokenizer.json "normalizer").
+// Uses utf8proc's current Unicode tables. Hugging Face tokenizers normalizes with Unicode 9.0
+// tables, so for the few combining marks and decompositions added since 2016 (e.g. U+1DF6,
+// U+16FF0, U+10780..U+107BA) the two differ; everything older is identical.
 #pragma once
 
 #include <string>

@@ -24,7 +24,7 @@ void TokenizerImpl::finish(TokenDecoder::Kind decoder_kind) {
   }
   // decode() sees an added token's content where there is one, else the vocabulary entry;
   // a token is special when that string is the content of a special added token.
-  std::vector<std::optional<std::string>> tokens(vocab_size);
+  tokens.assign(vocab_size, std::nullopt);
   for (int id = 0; id < model->id_limit(); ++id) {
     if (const std::string* t = model->id_to_token(id)) tokens[id] = *t;
   }
@@ -119,11 +119,7 @@ std::optional<int> Tokenizer::token_to_id(std::string_view token) const {
 
 std::optional<std::string> Tokenizer::id_to_token(int id) const {
   if (id < 0 || id >= impl_->vocab_size) return std::nullopt;
-  for (const AddedToken& t : impl_->added_tokens) {
-    if (t.id == id) return t.content;
-  }
-  if (const std::string* t = impl_->model->id_to_token(id)) return *t;
-  return std::nullopt;
+  return impl_->tokens[id];
 }
 
 bool Tokenizer::is_special_token(int id) const {
@@ -155,6 +151,13 @@ std::optional<int> Tokenizer::eos_token_id() const {
 }
 std::optional<int> Tokenizer::pad_token_id() const {
   return id_of(*impl_, impl_->config.pad_token);
+}
+
+std::optional<bool> Tokenizer::add_bos_token() const {
+  return impl_->config.add_bos_token;
+}
+std::optional<bool> Tokenizer::add_eos_token() const {
+  return impl_->config.add_eos_token;
 }
 
 const std::optional<std::string>& Tokenizer::chat_template() const {

@@ -15,6 +15,7 @@ namespace nanovllm {
 
 struct TokenizerImpl;
 
+// A cheap handle: copies share the same loaded tables. Safe to use from many threads.
 class Tokenizer {
  public:
   // Loads dir/tokenizer.json and, when present, dir/tokenizer_config.json (special token
@@ -27,7 +28,8 @@ class Tokenizer {
                               const std::optional<std::filesystem::path>& tokenizer_config = {});
 
   // text must be valid UTF-8 (Error otherwise). Added and special tokens written in the text
-  // become their ids. add_special_tokens adds what the post-processor adds (Qwen3: nothing).
+  // become their ids. add_special_tokens adds what tokenizer.json's post-processor adds
+  // (Qwen3: nothing; Llama 3: BOS), as transformers 5 does.
   std::vector<int> encode(std::string_view text, bool add_special_tokens = false) const;
 
   // Throws Error for an id outside [0, vocab_size()) or one no token has. Byte sequences
@@ -48,6 +50,9 @@ class Tokenizer {
   std::optional<int> bos_token_id() const;
   std::optional<int> eos_token_id() const;
   std::optional<int> pad_token_id() const;
+  // tokenizer_config.json's flags, when it sets them (encode does not consult them).
+  std::optional<bool> add_bos_token() const;
+  std::optional<bool> add_eos_token() const;
   const std::optional<std::string>& chat_template() const;
 
   const TokenizerImpl& impl() const { return *impl_; }

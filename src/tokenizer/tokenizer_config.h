@@ -1,5 +1,6 @@
 // What a model directory's tokenizer_config.json adds to tokenizer.json: the names of the
-// special tokens, whether encode adds BOS/EOS, extra added tokens, and the chat template.
+// special tokens, the add_bos_token/add_eos_token flags, extra added tokens, and the chat
+// template.
 #pragma once
 
 #include <filesystem>
@@ -16,7 +17,8 @@ struct TokenizerConfig {
   std::optional<std::string> eos_token;
   std::optional<std::string> pad_token;
   std::optional<std::string> unk_token;
-  // Present only when the file sets them; transformers then rebuilds the post-processor.
+  // Present only when the file sets them. Informational: encode follows tokenizer.json's
+  // post-processor, as transformers 5 does for tokenizers loaded from tokenizer.json.
   std::optional<bool> add_bos_token;
   std::optional<bool> add_eos_token;
   std::vector<AddedToken> added_tokens_decoder;  // ordered by id

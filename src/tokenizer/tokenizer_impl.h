@@ -28,6 +28,7 @@ struct TokenizerImpl {
   std::unique_ptr<AddedTokenMatcher> raw_matcher;         // tokens with normalized = false
   std::unique_ptr<AddedTokenMatcher> normalized_matcher;  // tokens with normalized = true
   std::unordered_map<std::string, int> added_ids;         // content -> id
+  std::vector<std::optional<std::string>> tokens;         // id -> added content or vocab entry
   PostProcessor post_processor;
   TokenDecoder decoder;
   TokenizerConfig config;

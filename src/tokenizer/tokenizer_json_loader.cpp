@@ -188,13 +188,6 @@ void merge_config_tokens(const JsonReader& config_reader, const TokenizerConfig&
 
 // ---- post-processor ----
 
-int token_id(const JsonReader& r, const TokenizerImpl& impl, const std::string& token,
-             const std::string& where) {
-  const std::optional<int> id = impl.token_to_id(token);
-  if (!id) r.fail(where, fmt::format("token '{}' is not in the vocabulary", token));
-  return *id;
-}
-
 PostProcessor read_template(const JsonReader& r, const json& j, const std::string& where) {
   const json& single = r.array(r.field(j, "single", where), where + ".single");
   const json& specials = r.object(r.field(j, "special_tokens", where), where + ".special_tokens");
@@ -222,8 +215,7 @@ PostProcessor read_template(const JsonReader& r, const json& j, const std::strin
   return PostProcessor(std::move(prefix), std::move(suffix));
 }
 
-PostProcessor read_post_processor(const JsonReader& r, const json& j, const std::string& where,
-                                  const TokenizerImpl& impl) {
+PostProcessor read_post_processor(const JsonReader& r, const json& j, const std::string& where) {
   if (j.is_null()) return {};
   const std::string type = type_of(r, j, where);
   if (type == "ByteLevel") return {};  // only adjusts offsets
@@ -232,8 +224,7 @@ PostProcessor read_post_processor(const JsonReader& r, const json& j, const std:
     const json& list = r.array(r.field(j, "processors", where), where + ".processors");
     PostProcessor out;
     for (std::size_t i = 0; i < list.size(); ++i) {
-      out = out.then(
-          read_post_processor(r, list[i], fmt::format("{}.processors[{}]", where, i), impl));
+      out = out.then(read_post_processor(r, list[i], fmt::format("{}.processors[{}]", where, i)));
     }
     return out;
   }
@@ -247,20 +238,6 @@ PostProcessor read_post_processor(const JsonReader& r, const json& j, const std:
     return PostProcessor({id_of("cls")}, {id_of("sep")});
   }
   unsupported(r, where, "post_processor", type);
-}
-
-// transformers replaces the post-processor with [bos] $A [eos] when tokenizer_config.json
-// sets add_bos_token or add_eos_token, or when tokenizer.json has no post-processor.
-PostProcessor config_post_processor(const JsonReader& r, const TokenizerImpl& impl) {
-  const TokenizerConfig& c = impl.config;
-  std::vector<int> prefix, suffix;
-  if (c.add_bos_token.value_or(false) && c.bos_token) {
-    prefix.push_back(token_id(r, impl, *c.bos_token, "bos_token"));
-  }
-  if (c.add_eos_token.value_or(false) && c.eos_token) {
-    suffix.push_back(token_id(r, impl, *c.eos_token, "eos_token"));
-  }
-  return PostProcessor(std::move(prefix), std::move(suffix));
 }
 
 // ---- decoder ----
@@ -322,13 +299,10 @@ std::shared_ptr<TokenizerImpl> load_tokenizer_files(
 
   impl->finish(read_decoder(r, j.value("decoder", json()), "decoder"));
 
-  const json post = j.value("post_processor", json());
-  const bool config_decides = impl->config.add_bos_token || impl->config.add_eos_token;
-  if (config_decides || post.is_null()) {
-    impl->post_processor = config_post_processor(config_reader ? *config_reader : r, *impl);
-  } else {
-    impl->post_processor = read_post_processor(r, post, "post_processor", *impl);
-  }
+  // tokenizer.json's post-processor alone decides what add_special_tokens adds: transformers 5
+  // does not rebuild it from tokenizer_config.json's add_bos_token/add_eos_token.
+  impl->post_processor =
+      read_post_processor(r, j.value("post_processor", json()), "post_processor");
   return impl;
 }
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <random>
 
 #include "core/check.h"
@@ -124,6 +125,15 @@ TEST(IncrementalDetokenizer, RejectsUnknownIdsWithoutLosingState) {
   EXPECT_EQ(d.push(x9f), "");
   EXPECT_EQ(d.push(x98), "");
   EXPECT_EQ(d.push(x80), "😀");
+}
+
+TEST(IncrementalDetokenizer, OutlivesTheTokenizerObjectItWasMadeFrom) {
+  std::optional<IncrementalDetokenizer> d;
+  {
+    const Tokenizer fresh = Tokenizer::from_dir(testing::qwen_dir());
+    d.emplace(fresh, false);
+  }
+  EXPECT_EQ(d->push(9707), "Hello");
 }
 
 }  // namespace

@@ -39,7 +39,8 @@ TEST(QwenTokenizer, EncodesEveryReferenceCaseLikeHuggingFace) {
 
 TEST(QwenTokenizer, DecodeOfEncodeIsTheNfcText) {
   std::vector<std::string> texts;
-  for (const auto& c : reference_cases().at("cases")) texts.push_back(c.at("text"));
+  const nlohmann::json cases = reference_cases().at("cases");
+  for (const auto& c : cases) texts.push_back(c.at("text"));
   // Decomposed input comes back composed: encode normalizes to NFC first.
   texts.insert(texts.end(), {"cafe\u0301", "A\u030A\u0323 ring", "\u1100\u1161\u11A8",
                              "e\u0301\u0301\u0327", "", " ",

@@ -34,11 +34,11 @@ def driver_path():
     return path
 
 
-def run_driver(tokenizer_json, requests):
+def run_driver(tokenizer_json, requests, tokenizer_config=None):
     """Sends all requests to a fresh driver process and returns its replies."""
     payload = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in requests)
-    proc = subprocess.run([driver_path(), str(tokenizer_json)], input=payload.encode(),
-                          capture_output=True, timeout=300)
+    args = [driver_path(), str(tokenizer_json)] + ([str(tokenizer_config)] if tokenizer_config else [])
+    proc = subprocess.run(args, input=payload.encode(), capture_output=True, timeout=300)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
     lines = proc.stdout.decode().split("\n")
     assert lines[-1] == ""
@@ -266,3 +266,40 @@ def test_synthetic_tokenizer(name, tmp_path):
     check_encode(hf, path, texts)
     check_encode(hf, path, texts[:300], add_special_tokens=True)
     check_decode_and_stream(hf, path, random_id_sequences(hf, random.Random(SEED + 11), 500))
+
+
+# ---- tokenizer_config.json, against transformers ----
+
+@pytest.mark.parametrize("config", [
+    {},
+    {"add_bos_token": True, "add_eos_token": True},
+    {"add_bos_token": False},
+    {"add_eos_token": True},
+])
+def test_add_special_tokens_matches_transformers(config, tmp_path):
+    """encode(add_special_tokens=True) with tokenizer_config.json's flags, as transformers'
+    AutoTokenizer encodes (its version decides; 5.x keeps tokenizer.json's post-processor)."""
+    transformers = pytest.importorskip("transformers")
+    llama3_style().save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|begin_of_text|>",
+        "eos_token": "<|end_of_text|>", **config}))
+    reference = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    texts = gen.generate_cases(SEED + 20, 100)
+    replies = run_driver(tmp_path / "tokenizer.json",
+                         [{"op": "encode", "text": t, "add_special_tokens": True} for t in texts],
+                         tmp_path / "tokenizer_config.json")
+    for text, reply in zip(texts, replies):
+        assert reply.get("ids") == reference(text, add_special_tokens=True)["input_ids"], text
+
+
+def test_qwen_directory_matches_transformers():
+    transformers = pytest.importorskip("transformers")
+    reference = transformers.AutoTokenizer.from_pretrained(str(QWEN_DIR))
+    hf = Tokenizer.from_file(str(QWEN_DIR / "tokenizer.json"))
+    texts = qwen_texts(hf, SEED + 21, 200)
+    replies = run_driver(QWEN_DIR / "tokenizer.json",
+                         [{"op": "encode", "text": t, "add_special_tokens": True} for t in texts],
+                         QWEN_DIR / "tokenizer_config.json")
+    for text, reply in zip(texts, replies):
+        assert reply.get("ids") == reference(text)["input_ids"], text

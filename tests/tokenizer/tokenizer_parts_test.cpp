@@ -143,8 +143,8 @@ TEST(BpeModel, MergeOrderMatchesNaiveBpeOnShortAndLongWords) {
   std::vector<std::pair<std::string, std::string>> merges;
   std::map<std::pair<int, int>, std::pair<int, int>> naive;
   for (int i = 0; i < 120; ++i) {
-    const std::string& l = tokens[rng() % tokens.size()];
-    const std::string& r = tokens[rng() % tokens.size()];
+    const std::string l = tokens[rng() % tokens.size()];
+    const std::string r = tokens[rng() % tokens.size()];
     if (l.size() + r.size() > 8) continue;
     const std::string joined = l + r;
     if (!ids.contains(joined)) {
