@@ -89,6 +89,8 @@ class Backend {
   virtual void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) = 0;
 };
 
+// fp32 ops on a pool of num_threads threads (0: one per hardware thread). Like every backend,
+// it expects its ops to be called from one thread at a time.
 std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0);
 
 }  // namespace nanovllm

@@ -147,9 +147,10 @@ TEST(Qwen3Model, MatchesDenseReferenceUntiedAndTied) {
 }
 
 TEST(RotaryTable, ReproducesHuggingFaceFloat32Angles) {
-  // numpy float32, as HF computes: inv = 1.0 / (base ** (arange(0, 128, 2).float() / 128));
-  // a = float32(p) * inv[i]; cos(a), sin(a). A double-precision pipeline misses these by up to
-  // 1.6e-3 at position 40959.
+  // cos/sin from transformers' Qwen3RotaryEmbedding (torch 2.11, transformers 5.17, theta 1e6,
+  // head_dim 128), which works in float32: inv = 1.0 / (base ** (arange(0, 128, 2).float() / 128));
+  // angle = float32(p) * inv[i]. A double-precision pipeline misses these by up to 1.6e-3 at
+  // position 40959 and 6.6e-5 at 4095.
   struct Expected {
     int position, column;
     float cos, sin;
@@ -157,10 +158,10 @@ TEST(RotaryTable, ReproducesHuggingFaceFloat32Angles) {
   const Expected cases[] = {
       {1, 1, 6.925038695e-01f, 7.214141488e-01f},
       {1, 63, 1.000000000e+00f, 1.240937763e-06f},
-      {1000, 1, -2.370625548e-02f, 9.997189641e-01f},
+      {1000, 1, -2.370625362e-02f, 9.997189641e-01f},
       {1000, 17, 9.392951727e-01f, 3.431102335e-01f},
-      {4095, 1, 3.138587773e-01f, 9.494696856e-01f},
-      {4095, 17, -7.774500251e-01f, -6.289446950e-01f},
+      {4095, 1, 3.138588071e-01f, 9.494696856e-01f},
+      {4095, 17, -7.774500251e-01f, -6.289447546e-01f},
       {40959, 1, 6.060039997e-01f, 7.954615951e-01f},
       {40959, 17, 7.329996824e-01f, 6.802289486e-01f},
       {40959, 40, 5.399072766e-01f, 8.417245150e-01f},

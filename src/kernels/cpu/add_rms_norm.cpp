@@ -6,7 +6,7 @@
 
 namespace nanovllm::cpu {
 
-void add_rms_norm(Tensor x, Tensor residual, const Tensor& weight, float eps, int num_threads) {
+void add_rms_norm(Tensor x, Tensor residual, const Tensor& weight, float eps, ThreadPool& pool) {
   check_tensor(x, "add_rms_norm x", DType::kF32, 2);
   const int64_t rows = x.size(0);
   const int64_t hidden = x.size(1);
@@ -17,15 +17,16 @@ void add_rms_norm(Tensor x, Tensor residual, const Tensor& weight, float eps, in
   float* xs = x.data_as<float>();
   float* rs = residual.data_as<float>();
   const float* w = weight.data_as<float>();
-#pragma omp parallel for num_threads(resolve_threads(num_threads)) if (rows > 4)
-  for (int64_t r = 0; r < rows; ++r) {
-    float* x_row = xs + r * hidden;
-    float* res_row = rs + r * hidden;
-    for (int64_t i = 0; i < hidden; ++i) res_row[i] += x_row[i];
-    const float mean_square = sum_of_squares(res_row, hidden) / static_cast<float>(hidden);
-    const float inv_rms = 1.0f / std::sqrt(mean_square + eps);
-    for (int64_t i = 0; i < hidden; ++i) x_row[i] = (res_row[i] * inv_rms) * w[i];
-  }
+  pool.parallel_for(rows, hidden, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      float* x_row = xs + r * hidden;
+      float* res_row = rs + r * hidden;
+      for (int64_t i = 0; i < hidden; ++i) res_row[i] += x_row[i];
+      const float mean_square = sum_of_squares(res_row, hidden) / static_cast<float>(hidden);
+      const float inv_rms = 1.0f / std::sqrt(mean_square + eps);
+      for (int64_t i = 0; i < hidden; ++i) x_row[i] = (res_row[i] * inv_rms) * w[i];
+    }
+  });
 }
 
 }  // namespace nanovllm::cpu

@@ -79,9 +79,11 @@ void attend(const float* q, int count, int head_dim, const PagedKV& kv, int64_t 
 }
 
 // Throws unless the metadata describes num_seqs sequences covering all `tokens` rows, each
-// with its keys inside its block table and every block inside the cache.
-void check_metadata(const AttentionMetadata& m, int64_t tokens, int64_t num_blocks,
-                    int64_t block_size) {
+// with its keys inside its block table and every block inside the cache. Returns the number
+// of (query row, key) pairs.
+int64_t check_metadata(const AttentionMetadata& m, int64_t tokens, int64_t num_blocks,
+                       int64_t block_size) {
+  int64_t pairs = 0;
   NVLLM_CHECK_GE(m.num_seqs, 0);
   check_shape(m.cu_seqlens_q, "cu_seqlens_q", DType::kI32, {m.num_seqs + 1});
   check_shape(m.context_lens, "context_lens", DType::kI32, {m.num_seqs});
@@ -102,6 +104,7 @@ void check_metadata(const AttentionMetadata& m, int64_t tokens, int64_t num_bloc
                     q_len, m.max_seqlen_q);
     NVLLM_CHECK_MSG(context[i] <= m.max_seqlen_k, "sequence {} has context {}, max_seqlen_k is {}",
                     i, context[i], m.max_seqlen_k);
+    pairs += q_len * context[i];
     const int64_t blocks_needed = (context[i] + block_size - 1) / block_size;
     NVLLM_CHECK_MSG(blocks_needed <= max_blocks,
                     "sequence {} needs {} blocks for context {}, block_tables has {} columns", i,
@@ -113,12 +116,13 @@ void check_metadata(const AttentionMetadata& m, int64_t tokens, int64_t num_bloc
                       num_blocks);
     }
   }
+  return pairs;
 }
 
 }  // namespace
 
 void attention(const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& metadata,
-               const AttentionDims& dims, float scale, Tensor out, int num_threads) {
+               const AttentionDims& dims, float scale, Tensor out, ThreadPool& pool) {
   check_qkv(qkv, dims);
   check_kv_cache(cache, dims);
   NVLLM_CHECK_MSG(dims.head_dim <= kMaxHeadDim, "head_dim {} is over the supported {}",
@@ -126,7 +130,7 @@ void attention(const Tensor& qkv, const LayerKVCache& cache, const AttentionMeta
   const int64_t tokens = qkv.size(0);
   check_shape(out, "attention out", DType::kF32, {tokens, dims.q_size()});
   const int64_t block_size = cache.k.size(1);
-  check_metadata(metadata, tokens, cache.k.size(0), block_size);
+  const int64_t pairs = check_metadata(metadata, tokens, cache.k.size(0), block_size);
 
   const int32_t* cu = metadata.cu_seqlens_q.data_as<int32_t>();
   const int32_t* context = metadata.context_lens.data_as<int32_t>();
@@ -142,27 +146,34 @@ void attention(const Tensor& qkv, const LayerKVCache& cache, const AttentionMeta
 
   // One item: one token row, one kv head, up to kHeadTile of the query heads that share it.
   const int64_t items = tokens * dims.num_kv_heads * tiles_per_group;
-#pragma omp parallel for num_threads(resolve_threads(num_threads)) schedule(dynamic)
-  for (int64_t item = 0; item < items; ++item) {
-    const int64_t t = item / (dims.num_kv_heads * tiles_per_group);
-    const int kv_head = static_cast<int>(item / tiles_per_group % dims.num_kv_heads);
-    const int tile = static_cast<int>(item % tiles_per_group);
-    const int seq = static_cast<int>(std::upper_bound(cu + 1, cu + num_seqs + 1, t) - (cu + 1));
-    const int64_t q_len = cu[seq + 1] - cu[seq];
-    const int64_t position = context[seq] - q_len + (t - cu[seq]);
+  const int64_t cost_per_item =
+      std::max<int64_t>(1, pairs * dims.q_size() / std::max<int64_t>(items, 1));
+  pool.parallel_for(
+      items, cost_per_item,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t item = begin; item < end; ++item) {
+          const int64_t t = item / (dims.num_kv_heads * tiles_per_group);
+          const int kv_head = static_cast<int>(item / tiles_per_group % dims.num_kv_heads);
+          const int tile = static_cast<int>(item % tiles_per_group);
+          const int seq =
+              static_cast<int>(std::upper_bound(cu + 1, cu + num_seqs + 1, t) - (cu + 1));
+          const int64_t q_len = cu[seq + 1] - cu[seq];
+          const int64_t position = context[seq] - q_len + (t - cu[seq]);
 
-    const PagedKV kv{cache.k.data_as<float>(),
-                     cache.v.data_as<float>(),
-                     tables + seq * max_blocks,
-                     block_size,
-                     dims.kv_size(),
-                     static_cast<int64_t>(kv_head) * head_dim};
-    const int first_head = kv_head * group + tile * kHeadTile;
-    const int count = std::min(kHeadTile, group - tile * kHeadTile);
-    attend(rows + t * row_width + static_cast<int64_t>(first_head) * head_dim, count, head_dim, kv,
-           position + 1, scale,
-           out_rows + t * dims.q_size() + static_cast<int64_t>(first_head) * head_dim);
-  }
+          const PagedKV kv{cache.k.data_as<float>(),
+                           cache.v.data_as<float>(),
+                           tables + seq * max_blocks,
+                           block_size,
+                           dims.kv_size(),
+                           static_cast<int64_t>(kv_head) * head_dim};
+          const int first_head = kv_head * group + tile * kHeadTile;
+          const int count = std::min(kHeadTile, group - tile * kHeadTile);
+          attend(rows + t * row_width + static_cast<int64_t>(first_head) * head_dim, count,
+                 head_dim, kv, position + 1, scale,
+                 out_rows + t * dims.q_size() + static_cast<int64_t>(first_head) * head_dim);
+        }
+      },
+      /*grain=*/1);  // rows differ in length: hand them out one by one
 }
 
 }  // namespace nanovllm::cpu

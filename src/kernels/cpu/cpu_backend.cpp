@@ -1,4 +1,4 @@
-// The CPU backend: device memory is host memory, everything is fp32, ops run on OpenMP threads.
+// The CPU backend: device memory is host memory, everything is fp32, ops share one thread pool.
 #include <cstring>
 
 #include "kernels/backend.h"
@@ -10,7 +10,7 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int num_threads) : threads_(cpu::resolve_threads(num_threads)) {}
+  explicit CpuBackend(int num_threads) : pool_(num_threads) {}
 
   Device device() const override { return Device::kCPU; }
   DType compute_dtype() const override { return DType::kF32; }
@@ -26,34 +26,32 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
 
   void embedding(const Tensor& ids, const Tensor& weight, Tensor out) override {
-    cpu::embedding(ids, weight, out, threads_);
+    cpu::embedding(ids, weight, out, pool_);
   }
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out) override {
-    cpu::rms_norm(x, weight, eps, out, threads_);
+    cpu::rms_norm(x, weight, eps, out, pool_);
   }
   void add_rms_norm(Tensor x, Tensor residual, const Tensor& weight, float eps) override {
-    cpu::add_rms_norm(x, residual, weight, eps, threads_);
+    cpu::add_rms_norm(x, residual, weight, eps, pool_);
   }
   void linear(const Tensor& x, const Tensor& weight, Tensor out) override {
-    cpu::linear(x, weight, out, threads_);
+    cpu::linear(x, weight, out, pool_);
   }
   void qk_norm_rope(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm, const Tensor& positions,
                     const Tensor& cos_sin, float eps, const AttentionDims& dims) override {
-    cpu::qk_norm_rope(qkv, q_norm, k_norm, positions, cos_sin, eps, dims, threads_);
+    cpu::qk_norm_rope(qkv, q_norm, k_norm, positions, cos_sin, eps, dims, pool_);
   }
   void store_kv(const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& metadata,
                 const AttentionDims& dims) override {
-    cpu::store_kv(qkv, cache, metadata, dims, threads_);
+    cpu::store_kv(qkv, cache, metadata, dims, pool_);
   }
   void attention(const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& metadata,
                  const AttentionDims& dims, float scale, Tensor out) override {
-    cpu::attention(qkv, cache, metadata, dims, scale, out, threads_);
+    cpu::attention(qkv, cache, metadata, dims, scale, out, pool_);
   }
-  void silu_mul(const Tensor& gate_up, Tensor out) override {
-    cpu::silu_mul(gate_up, out, threads_);
-  }
+  void silu_mul(const Tensor& gate_up, Tensor out) override { cpu::silu_mul(gate_up, out, pool_); }
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) override {
-    cpu::gather_rows(x, indices, out, threads_);
+    cpu::gather_rows(x, indices, out, pool_);
   }
 
  private:
@@ -63,7 +61,7 @@ class CpuBackend final : public Backend {
     NVLLM_CHECK_MSG(tensor.is_contiguous(), "{} {} is not contiguous", name, tensor.shape_string());
   }
 
-  int threads_;
+  cpu::ThreadPool pool_;
 };
 
 }  // namespace

@@ -5,7 +5,7 @@
 
 namespace nanovllm::cpu {
 
-void embedding(const Tensor& ids, const Tensor& weight, Tensor out, int num_threads) {
+void embedding(const Tensor& ids, const Tensor& weight, Tensor out, ThreadPool& pool) {
   check_tensor(ids, "ids", DType::kI32, 1);
   check_tensor(weight, "embedding weight", DType::kF32, 2);
   const int64_t tokens = ids.size(0);
@@ -24,10 +24,11 @@ void embedding(const Tensor& ids, const Tensor& weight, Tensor out, int num_thre
   const float* table = weight.data_as<float>();
   float* dst = out.data_as<float>();
   const size_t row_bytes = static_cast<size_t>(hidden) * sizeof(float);
-#pragma omp parallel for num_threads(resolve_threads(num_threads)) if (tokens > 16)
-  for (int64_t t = 0; t < tokens; ++t) {
-    std::memcpy(dst + t * hidden, table + static_cast<int64_t>(id[t]) * hidden, row_bytes);
-  }
+  pool.parallel_for(tokens, hidden, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      std::memcpy(dst + t * hidden, table + static_cast<int64_t>(id[t]) * hidden, row_bytes);
+    }
+  });
 }
 
 }  // namespace nanovllm::cpu

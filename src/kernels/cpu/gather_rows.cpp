@@ -5,7 +5,7 @@
 
 namespace nanovllm::cpu {
 
-void gather_rows(const Tensor& x, const Tensor& indices, Tensor out, int num_threads) {
+void gather_rows(const Tensor& x, const Tensor& indices, Tensor out, ThreadPool& pool) {
   check_tensor(x, "gather_rows x", DType::kF32, 2);
   check_tensor(indices, "gather_rows indices", DType::kI32, 1);
   const int64_t rows = x.size(0);
@@ -22,10 +22,11 @@ void gather_rows(const Tensor& x, const Tensor& indices, Tensor out, int num_thr
   const float* src = x.data_as<float>();
   float* dst = out.data_as<float>();
   const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
-#pragma omp parallel for num_threads(resolve_threads(num_threads)) if (count > 16)
-  for (int64_t i = 0; i < count; ++i) {
-    std::memcpy(dst + i * width, src + static_cast<int64_t>(index[i]) * width, row_bytes);
-  }
+  pool.parallel_for(count, width, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      std::memcpy(dst + i * width, src + static_cast<int64_t>(index[i]) * width, row_bytes);
+    }
+  });
 }
 
 }  // namespace nanovllm::cpu

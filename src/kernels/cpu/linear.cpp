@@ -60,36 +60,37 @@ void dot_rows(const float* x, const float* w, int64_t depth, float* out, int64_t
 }
 
 void linear_few_rows(const float* x, const float* w, float* out, int64_t m, int64_t n, int64_t k,
-                     int threads) {
+                     ThreadPool& pool) {
   constexpr int64_t kChunk = 64;  // W rows per work item
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for num_threads(threads) schedule(static) if (chunks > 1)
-  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-    const int64_t n_begin = chunk * kChunk;
-    const int64_t n_end = std::min(n, n_begin + kChunk);
-    for (int64_t r = 0; r < m;) {
-      const float* x_rows = x + r * k;
-      float* out_rows = out + r * n;
-      switch (std::min<int64_t>(m - r, 4)) {
-        case 1:
-          dot_rows<1>(x_rows, w, k, out_rows, n, n_begin, n_end);
-          r += 1;
-          break;
-        case 2:
-          dot_rows<2>(x_rows, w, k, out_rows, n, n_begin, n_end);
-          r += 2;
-          break;
-        case 3:
-          dot_rows<3>(x_rows, w, k, out_rows, n, n_begin, n_end);
-          r += 3;
-          break;
-        default:
-          dot_rows<4>(x_rows, w, k, out_rows, n, n_begin, n_end);
-          r += 4;
-          break;
+  pool.parallel_for(chunks, m * k * kChunk, [&](int64_t begin, int64_t end) {
+    for (int64_t chunk = begin; chunk < end; ++chunk) {
+      const int64_t n_begin = chunk * kChunk;
+      const int64_t n_end = std::min(n, n_begin + kChunk);
+      for (int64_t r = 0; r < m;) {
+        const float* x_rows = x + r * k;
+        float* out_rows = out + r * n;
+        switch (std::min<int64_t>(m - r, 4)) {
+          case 1:
+            dot_rows<1>(x_rows, w, k, out_rows, n, n_begin, n_end);
+            r += 1;
+            break;
+          case 2:
+            dot_rows<2>(x_rows, w, k, out_rows, n, n_begin, n_end);
+            r += 2;
+            break;
+          case 3:
+            dot_rows<3>(x_rows, w, k, out_rows, n, n_begin, n_end);
+            r += 3;
+            break;
+          default:
+            dot_rows<4>(x_rows, w, k, out_rows, n, n_begin, n_end);
+            r += 4;
+            break;
+        }
       }
     }
-  }
+  });
 }
 
 // ---- many rows: packed GEMM --------------------------------------------------------------
@@ -166,21 +167,25 @@ void gemm_block(const float* x, const float* w, float* out, int64_t n, int64_t k
 }
 
 void linear_many_rows(const float* x, const float* w, float* out, int64_t m, int64_t n, int64_t k,
-                      int threads) {
+                      ThreadPool& pool) {
   const int64_t m_blocks = (m + kMC - 1) / kMC;
   const int64_t n_blocks = (n + kNC - 1) / kNC;
   const int64_t tasks = m_blocks * n_blocks;
-#pragma omp parallel for num_threads(threads) schedule(dynamic) if (tasks > 1)
-  for (int64_t task = 0; task < tasks; ++task) {
-    const int64_t m0 = task / n_blocks * kMC;
-    const int64_t n0 = task % n_blocks * kNC;
-    gemm_block(x, w, out, n, k, m0, std::min(kMC, m - m0), n0, std::min(kNC, n - n0));
-  }
+  pool.parallel_for(
+      tasks, kMC * kNC * k,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t task = begin; task < end; ++task) {
+          const int64_t m0 = task / n_blocks * kMC;
+          const int64_t n0 = task % n_blocks * kNC;
+          gemm_block(x, w, out, n, k, m0, std::min(kMC, m - m0), n0, std::min(kNC, n - n0));
+        }
+      },
+      /*grain=*/1);
 }
 
 }  // namespace
 
-void linear(const Tensor& x, const Tensor& weight, Tensor out, int num_threads) {
+void linear(const Tensor& x, const Tensor& weight, Tensor out, ThreadPool& pool) {
   check_tensor(x, "linear x", DType::kF32, 2);
   const int64_t m = x.size(0);
   const int64_t k = x.size(1);
@@ -194,13 +199,12 @@ void linear(const Tensor& x, const Tensor& weight, Tensor out, int num_threads) 
     std::fill(out.data_as<float>(), out.data_as<float>() + m * n, 0.0f);
     return;
   }
-  const int threads = resolve_threads(num_threads);
   if (m < kMR) {
     linear_few_rows(x.data_as<float>(), weight.data_as<float>(), out.data_as<float>(), m, n, k,
-                    threads);
+                    pool);
   } else {
     linear_many_rows(x.data_as<float>(), weight.data_as<float>(), out.data_as<float>(), m, n, k,
-                     threads);
+                     pool);
   }
 }
 

@@ -27,7 +27,7 @@ void norm_rotate_head(float* head, const float* norm_weight, const float* cos, c
 }  // namespace
 
 void qk_norm_rope(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm, const Tensor& positions,
-                  const Tensor& cos_sin, float eps, const AttentionDims& dims, int num_threads) {
+                  const Tensor& cos_sin, float eps, const AttentionDims& dims, ThreadPool& pool) {
   check_qkv(qkv, dims);
   const int64_t tokens = qkv.size(0);
   const int head_dim = dims.head_dim;
@@ -51,15 +51,16 @@ void qk_norm_rope(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm, const 
   const int64_t row_width = dims.qkv_size();
   const int heads = dims.num_heads + dims.num_kv_heads;  // q heads then k heads, adjacent
   const int64_t work = tokens * heads;
-#pragma omp parallel for num_threads(resolve_threads(num_threads)) if (work > 64)
-  for (int64_t item = 0; item < work; ++item) {
-    const int64_t t = item / heads;
-    const int h = static_cast<int>(item % heads);
-    const float* cos = table + static_cast<int64_t>(pos[t]) * head_dim;
-    const float* sin = cos + head_dim / 2;
-    float* head = rows + t * row_width + static_cast<int64_t>(h) * head_dim;
-    norm_rotate_head(head, h < dims.num_heads ? q_weight : k_weight, cos, sin, head_dim, eps);
-  }
+  pool.parallel_for(work, head_dim, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t t = item / heads;
+      const int h = static_cast<int>(item % heads);
+      const float* cos = table + static_cast<int64_t>(pos[t]) * head_dim;
+      const float* sin = cos + head_dim / 2;
+      float* head = rows + t * row_width + static_cast<int64_t>(h) * head_dim;
+      norm_rotate_head(head, h < dims.num_heads ? q_weight : k_weight, cos, sin, head_dim, eps);
+    }
+  });
 }
 
 }  // namespace nanovllm::cpu

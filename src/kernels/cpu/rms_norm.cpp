@@ -6,7 +6,7 @@
 
 namespace nanovllm::cpu {
 
-void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out, int num_threads) {
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out, ThreadPool& pool) {
   check_tensor(x, "rms_norm x", DType::kF32, 2);
   const int64_t rows = x.size(0);
   const int64_t hidden = x.size(1);
@@ -16,14 +16,15 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out, int 
   const float* src = x.data_as<float>();
   const float* w = weight.data_as<float>();
   float* dst = out.data_as<float>();
-#pragma omp parallel for num_threads(resolve_threads(num_threads)) if (rows > 4)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* in_row = src + r * hidden;
-    float* out_row = dst + r * hidden;  // may alias in_row: the sum is taken before any write
-    const float mean_square = sum_of_squares(in_row, hidden) / static_cast<float>(hidden);
-    const float inv_rms = 1.0f / std::sqrt(mean_square + eps);
-    for (int64_t i = 0; i < hidden; ++i) out_row[i] = (in_row[i] * inv_rms) * w[i];
-  }
+  pool.parallel_for(rows, hidden, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* in_row = src + r * hidden;
+      float* out_row = dst + r * hidden;  // may alias in_row: the sum is taken before any write
+      const float mean_square = sum_of_squares(in_row, hidden) / static_cast<float>(hidden);
+      const float inv_rms = 1.0f / std::sqrt(mean_square + eps);
+      for (int64_t i = 0; i < hidden; ++i) out_row[i] = (in_row[i] * inv_rms) * w[i];
+    }
+  });
 }
 
 }  // namespace nanovllm::cpu

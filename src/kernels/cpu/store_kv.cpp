@@ -6,7 +6,7 @@
 namespace nanovllm::cpu {
 
 void store_kv(const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& metadata,
-              const AttentionDims& dims, int num_threads) {
+              const AttentionDims& dims, ThreadPool& pool) {
   check_qkv(qkv, dims);
   check_kv_cache(cache, dims);
   const int64_t tokens = qkv.size(0);
@@ -25,14 +25,15 @@ void store_kv(const Tensor& qkv, const LayerKVCache& cache, const AttentionMetad
   float* k_cache = cache.k.data_as<float>();
   float* v_cache = cache.v.data_as<float>();
   const size_t kv_bytes = static_cast<size_t>(kv_width) * sizeof(float);
-#pragma omp parallel for num_threads(resolve_threads(num_threads)) if (tokens > 16)
-  for (int64_t t = 0; t < tokens; ++t) {
-    if (slots[t] < 0) continue;
-    const float* k = src + t * row_width + dims.q_size();
-    const float* v = k + kv_width;
-    std::memcpy(k_cache + slots[t] * kv_width, k, kv_bytes);
-    std::memcpy(v_cache + slots[t] * kv_width, v, kv_bytes);
-  }
+  pool.parallel_for(tokens, kv_width, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      if (slots[t] < 0) continue;
+      const float* k = src + t * row_width + dims.q_size();
+      const float* v = k + kv_width;
+      std::memcpy(k_cache + slots[t] * kv_width, k, kv_bytes);
+      std::memcpy(v_cache + slots[t] * kv_width, v, kv_bytes);
+    }
+  });
 }
 
 }  // namespace nanovllm::cpu

@@ -1,7 +1,5 @@
 #include "kernels/cpu/tensor_checks.h"
 
-#include <omp.h>
-
 namespace nanovllm::cpu {
 
 void check_tensor(const Tensor& tensor, std::string_view name, DType dtype, int ndim) {
@@ -45,11 +43,6 @@ void check_kv_cache(const LayerKVCache& cache, const AttentionDims& dims) {
   check_shape(cache.v, "v cache", DType::kF32,
               {cache.k.size(0), cache.k.size(1), dims.num_kv_heads, dims.head_dim});
   NVLLM_CHECK_MSG(cache.k.size(1) > 0, "k cache {} has a block size of 0", cache.k.shape_string());
-}
-
-int resolve_threads(int num_threads) {
-  NVLLM_CHECK_GE(num_threads, 0);
-  return num_threads > 0 ? num_threads : omp_get_max_threads();
 }
 
 }  // namespace nanovllm::cpu

@@ -23,7 +23,4 @@ void check_qkv(const Tensor& qkv, const AttentionDims& dims);
 // A paged cache [num_blocks, block_size, num_kv_heads, head_dim] for k and v alike.
 void check_kv_cache(const LayerKVCache& cache, const AttentionDims& dims);
 
-// The thread count OpenMP regions use: num_threads, or every available core when it is 0.
-int resolve_threads(int num_threads);
-
 }  // namespace nanovllm::cpu
