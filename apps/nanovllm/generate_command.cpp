@@ -29,50 +29,27 @@ int run_generate(const GenerateOptions& options) {
   const std::string input = options.input.empty() && options.prompts.empty() ? "-" : options.input;
   JsonLinesIO io(input, options.output);
 
-  // Requests in input order: --prompt ones first, then the input file's lines.
-  std::vector<Prompt> prompts;
-  std::vector<SamplingParams> params;
-  std::vector<std::string> parse_errors;  // per request, empty when it parsed
+  // Requests in input order: --prompt ones first, then the input's lines. A line that does not
+  // parse becomes a request that fails alone.
+  std::vector<Request> requests;
   for (const std::string& text : options.prompts) {
-    prompts.push_back(Prompt::from_text(text));
-    params.push_back(defaults);
-    parse_errors.emplace_back(text.empty() ? "'prompt' is empty" : "");
+    requests.push_back(
+        {Prompt::from_text(text), defaults, text.empty() ? "'prompt' is empty" : ""});
   }
   if (!input.empty()) {
     std::string line;
     while (std::getline(io.in(), line)) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       try {
-        ParsedRequest request = parse_request_line(line, defaults);
-        prompts.push_back(std::move(request.prompt));
-        params.push_back(std::move(request.params));
-        parse_errors.emplace_back();
+        requests.push_back(parse_request_line(line, defaults));
       } catch (const Error& error) {
-        prompts.push_back(Prompt::from_token_ids({}));
-        params.push_back(defaults);
-        parse_errors.emplace_back(error.what());
+        requests.push_back({Prompt::from_token_ids({}), defaults, error.what()});
       }
     }
   }
 
   LLM llm(options.model, config);
-  std::vector<Prompt> runnable_prompts;
-  std::vector<SamplingParams> runnable_params;
-  std::vector<size_t> runnable_index;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    if (!parse_errors[i].empty()) continue;
-    runnable_prompts.push_back(std::move(prompts[i]));
-    runnable_params.push_back(params[i]);
-    runnable_index.push_back(i);
-  }
-  std::vector<RequestOutput> outputs(prompts.size());
-  for (size_t i = 0; i < prompts.size(); ++i) outputs[i].error = parse_errors[i];
-  if (!runnable_prompts.empty()) {
-    std::vector<RequestOutput> ran =
-        llm.generate(runnable_prompts, runnable_params, !options.no_progress);
-    for (size_t k = 0; k < ran.size(); ++k) outputs[runnable_index[k]] = std::move(ran[k]);
-  }
-
+  const std::vector<RequestOutput> outputs = llm.generate(requests, !options.no_progress);
   int failed = 0;
   for (size_t i = 0; i < outputs.size(); ++i) {
     io.write(output_to_json(i, outputs[i]));

@@ -32,6 +32,12 @@ struct Prompt {
                               nlohmann::json kwargs = nlohmann::json::object());
 };
 
+struct Request {
+  Prompt prompt;
+  SamplingParams params;
+  std::string error;  // when set, the request fails with this message without running
+};
+
 class LLM {
  public:
   // Loads config, weights and (when the directory has tokenizer.json) the tokenizer.
@@ -41,10 +47,10 @@ class LLM {
   LLM(const LLM&) = delete;
   LLM& operator=(const LLM&) = delete;
 
-  // Runs every prompt to completion. `params` has one entry for all prompts or one per prompt.
-  // A prompt that cannot run comes back with `error` set; the others are unaffected.
-  std::vector<RequestOutput> generate(const std::vector<Prompt>& prompts,
-                                      const std::vector<SamplingParams>& params,
+  // Runs every request to completion; outputs are in input order. A request that cannot run
+  // (its `error` already set, or a prompt that cannot be encoded, or one the engine rejects)
+  // comes back with `error` set; the others are unaffected.
+  std::vector<RequestOutput> generate(const std::vector<Request>& requests,
                                       bool use_progress = true);
 
   // nullptr when the model directory has no tokenizer (token-id prompts still work).

@@ -145,28 +145,25 @@ std::string LLM::apply_chat_template(const nlohmann::json& messages,
   return state_->chat->render(messages, true, kwargs);
 }
 
-std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts,
-                                         const std::vector<SamplingParams>& params,
-                                         bool use_progress) {
-  NVLLM_CHECK_MSG(params.size() == 1 || params.size() == prompts.size(),
-                  "{} sampling params for {} prompts", params.size(), prompts.size());
-  std::vector<RequestOutput> outputs(prompts.size());
-  std::vector<std::vector<int>> runnable;
-  std::vector<SamplingParams> runnable_params;
-  std::vector<size_t> runnable_index;
-  for (size_t i = 0; i < prompts.size(); ++i) {
+std::vector<RequestOutput> LLM::generate(const std::vector<Request>& requests, bool use_progress) {
+  std::vector<RequestOutput> outputs(requests.size());
+  std::vector<std::vector<int>> prompts;
+  std::vector<SamplingParams> params;
+  std::vector<size_t> runnable;  // input index of each prompt that runs
+  for (size_t i = 0; i < requests.size(); ++i) {
+    outputs[i].error = requests[i].error;
+    if (!outputs[i].ok()) continue;
     try {
-      runnable.push_back(state_->to_token_ids(prompts[i]));
-      runnable_params.push_back(params.size() == 1 ? params[0] : params[i]);
-      runnable_index.push_back(i);
+      prompts.push_back(state_->to_token_ids(requests[i].prompt));
+      params.push_back(requests[i].params);
+      runnable.push_back(i);
     } catch (const Error& error) {
       outputs[i].error = error.what();
     }
   }
-  if (!runnable.empty()) {
-    std::vector<RequestOutput> ran =
-        state_->engine->generate(runnable, runnable_params, use_progress);
-    for (size_t k = 0; k < ran.size(); ++k) outputs[runnable_index[k]] = std::move(ran[k]);
+  if (!prompts.empty()) {
+    std::vector<RequestOutput> ran = state_->engine->generate(prompts, params, use_progress);
+    for (size_t k = 0; k < ran.size(); ++k) outputs[runnable[k]] = std::move(ran[k]);
   }
   return outputs;
 }

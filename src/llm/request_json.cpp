@@ -78,18 +78,15 @@ Prompt parse_prompt(const nlohmann::json& request) {
     if (ids.empty()) throw Error("'prompt_token_ids' is empty");
     return Prompt::from_token_ids(std::move(ids));
   }
-  const nlohmann::json& messages = request["messages"];
-  if (!messages.is_array() || messages.empty()) {
-    throw Error("'messages' must be a non-empty list of {\"role\", \"content\"} objects");
-  }
+  // The chat template checks the messages when the prompt is rendered.
   nlohmann::json kwargs = request.value("chat_template_kwargs", nlohmann::json::object());
   if (!kwargs.is_object()) throw Error("'chat_template_kwargs' must be an object");
-  return Prompt::from_messages(messages, std::move(kwargs));
+  return Prompt::from_messages(request["messages"], std::move(kwargs));
 }
 
 }  // namespace
 
-ParsedRequest parse_request_line(const std::string& line, const SamplingParams& defaults) {
+Request parse_request_line(const std::string& line, const SamplingParams& defaults) {
   nlohmann::json request;
   try {
     request = nlohmann::json::parse(line);
@@ -101,7 +98,7 @@ ParsedRequest parse_request_line(const std::string& line, const SamplingParams& 
     if (!known_fields().contains(key)) throw Error(fmt::format("unknown field '{}'", key));
   }
 
-  ParsedRequest parsed{parse_prompt(request), defaults};
+  Request parsed{parse_prompt(request), defaults, {}};
   SamplingParams& params = parsed.params;
   if (request.contains("max_tokens")) {
     params.max_tokens = field_as<int>(request, "max_tokens", "an integer");

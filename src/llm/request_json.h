@@ -12,16 +12,11 @@
 
 namespace nanovllm {
 
-struct ParsedRequest {
-  Prompt prompt;
-  SamplingParams params;
-};
-
 // Parses one input line: exactly one of "prompt" (string), "prompt_token_ids" (list of ints)
 // or "messages" (list, with optional "chat_template_kwargs"), plus optional per-request
 // "max_tokens", "temperature", "top_k", "top_p", "ignore_eos", "seed", "stop" (string or list),
 // "stop_token_ids", "logprobs" over `defaults`. Throws Error naming the offending field.
-ParsedRequest parse_request_line(const std::string& line, const SamplingParams& defaults);
+Request parse_request_line(const std::string& line, const SamplingParams& defaults);
 
 // {"index", "prompt_token_ids", "token_ids", "text", "finish_reason"} (+ "logprobs" when asked),
 // or {"index", "error"} for a request that could not run.

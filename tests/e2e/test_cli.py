@@ -100,6 +100,19 @@ def test_a_bad_request_fails_alone(line, needle):
     assert rows[0]["finish_reason"] == rows[2]["finish_reason"] == "length"
 
 
+def test_bad_chat_messages_fail_alone():
+    lines = [json.dumps({"prompt": "ok", "max_tokens": 2}), json.dumps({"messages": []}),
+             json.dumps({"messages": [{"content": "no role"}]}),
+             json.dumps({"messages": [{"role": "user", "content": "x"}],
+                         "chat_template_kwargs": [1]})]
+    code, rows, _ = run(["generate", "--model", TIED, "--no-progress"], "\n".join(lines) + "\n")
+    assert code != 0
+    assert "error" not in rows[0]
+    assert "non-empty" in rows[1]["error"]
+    assert "role" in rows[2]["error"]
+    assert "chat_template_kwargs" in rows[3]["error"]
+
+
 def test_bad_model_directory_is_a_clear_error(tmp_path):
     code, rows, err = run(["generate", "--model", str(tmp_path), "--prompt", "x"])
     assert code != 0 and rows == []
