@@ -92,7 +92,9 @@ Value get_item(const Value& obj, const Value& key) {
   if (obj.is_dict()) {
     if (const Value* v = obj.dict_data().find(key)) return *v;
   } else if (obj.is_list() || obj.is_string()) {
-    if (auto v = index_sequence(obj, key)) return *v;
+    if (auto v = index_sequence(obj, key)) {
+      return obj.is_markup() ? Value::markup(v->str()) : *v;
+    }
   }
   // jinja2 falls back to an attribute lookup when the item lookup fails.
   if (key.is_string()) {
@@ -120,7 +122,7 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
   std::u32string cps = utf8_decode(obj.str());
   std::u32string out;
   for (size_t i : slice_indices(cps.size(), b, e, s)) out.push_back(cps[i]);
-  return Value(utf8_encode(out));
+  return obj.is_markup() ? Value::markup(utf8_encode(out)) : Value(utf8_encode(out));
 }
 
 }  // namespace nanovllm::jinja

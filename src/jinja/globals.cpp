@@ -1,5 +1,7 @@
 #include "jinja/globals.h"
 
+#include <fmt/format.h>
+
 #include <ctime>
 
 #include "jinja/args.h"
@@ -19,7 +21,7 @@ Value range_fn(Evaluator&, CallArgs& args) {
   if (p.empty() || p.size() > 3) runtime_fail("range expected 1 to 3 arguments");
   for (const Value& v : p) {
     if (!(v.is_int() || v.is_bool())) {
-      runtime_fail("'" + v.type_name() + "' object cannot be interpreted as an integer");
+      runtime_fail(fmt::format("'{}' object cannot be interpreted as an integer", v.type_name()));
     }
   }
   int64_t start = 0, stop = 0, step = 1;

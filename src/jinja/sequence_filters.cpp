@@ -123,7 +123,7 @@ Value f_reverse(Evaluator&, const Value& v, CallArgs& args) {
   if (v.is_string()) {
     std::u32string cps = utf8_decode(v.str());
     std::reverse(cps.begin(), cps.end());
-    return Value(utf8_encode(cps));
+    return v.is_markup() ? Value::markup(utf8_encode(cps)) : Value(utf8_encode(cps));
   }
   bool reversible =
       v.is_dict() || (v.is_list() && (v.list_data().flavor == SeqFlavor::List || v.is_tuple() ||
