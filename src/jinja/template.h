@@ -25,7 +25,7 @@ class Template {
   std::string render(const nlohmann::ordered_json& context) const;
 
  private:
-  std::shared_ptr<const Body> body_;
+  std::shared_ptr<const ParsedTemplate> parsed_;
 };
 
 }  // namespace nanovllm::jinja
