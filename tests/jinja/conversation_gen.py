@@ -58,6 +58,8 @@ def _assistant(r, allow_tools=True):
         msg["tool_calls"] = [_tool_call(r) for _ in range(r.randint(1, 2))]
         if r.random() < 0.3:
             msg["content"] = ""
+        elif r.random() < 0.1:
+            msg["content"] = None  # OpenAI-style; the Qwen3 template fails on it, so must we
     return msg
 
 

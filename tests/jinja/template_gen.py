@@ -168,7 +168,15 @@ class Gen:
                           lambda: "range(m)|list", lambda: "z", lambda: "missing",
                           lambda: "items|first", lambda: "d.get('zeta')", lambda: "nested.a",
                           lambda: "xs|unique|list", lambda: "ws|map('length')|list",
-                          lambda: "d|dictsort", lambda: "(f // 1)", lambda: "(f % 2)"])
+                          lambda: "d|dictsort", lambda: "(f // 1)", lambda: "(f % 2)",
+                          lambda: "d|items|list", lambda: "xs|batch(2)|list",
+                          lambda: "items|selectattr('n', '>', 2)|list", lambda: "dict(a=n, b=s)",
+                          lambda: "namespace(a=n).a", lambda: "items|tojson(ensure_ascii=true)",
+                          lambda: "'%s|%r|%5.1f' % (s, t, f)", lambda: "xs[-2:]|list",
+                          lambda: "ws|map('trim')|map('length')|list", lambda: "{'k': {'x': [n]}}",
+                          lambda: "items|groupby is defined", lambda: "z is not none",
+                          lambda: "(n, m) < (m, n)", lambda: "xs|last|default('e')",
+                          lambda: "ws|select('string')|list", lambda: "d|tojson(indent=1)"])
 
     # ---- statements ----
     def tag(self, body):
@@ -205,7 +213,26 @@ class Gen:
             lambda: self.set_stmt(depth),
             lambda: self.macro_stmt(depth),
             lambda: self.text() + "{# comment #}" + self.text(),
+            lambda: self.block_stmt(depth),
         ])
+
+    def block_stmt(self, depth):
+        """filter, with, call and raw blocks."""
+        r = self.r
+        return r.choice([
+            lambda: self.tag(f"filter {r.choice(['upper', 'trim', 'lower|trim', 'title', 'indent(2)'])}")
+            + self.block(depth) + self.tag("endfilter"),
+            lambda: self.tag(f"with a = {self.i()}, c = {self.s()}") + self.out("a ~ c")
+            + self.block(depth) + self.tag("endwith"),
+            lambda: self.tag("macro wrap(x)") + "<{{ caller() }}|{{ x }}>" + self.tag("endmacro")
+            + self.tag(f"call wrap({self.i()})") + self.block(depth) + self.tag("endcall"),
+            lambda: self.tag("macro each(xs)") + "{% for x in xs %}{{ caller(x) }}{% endfor %}"
+            + self.tag("endmacro") + self.tag("call(v) each(xs)") + self.out("v * 2")
+            + self.tag("endcall"),
+            lambda: r.choice(["{% raw %}", "\n  {%- raw -%}\n"]) + "{{ not rendered }}{% if %}"
+            + r.choice(["{% endraw %}", "  {%- endraw %}\n", "\n  {% endraw -%}  "]),
+            lambda: self.tag("generation") + self.block(depth) + self.tag("endgeneration"),
+        ])()
 
     def if_stmt(self, depth):
         parts = [self.tag(f"if {self.b()}"), self.block(depth)]
