@@ -47,7 +47,7 @@ std::optional<Value> index_sequence(const Value& obj, const Value& key) {
   if (!(key.is_int() || key.is_bool())) return std::nullopt;
   int64_t i = key.as_int();
   if (obj.is_list()) {
-    if (obj.list_data().flavor != SeqFlavor::List && !obj.is_tuple()) return std::nullopt;
+    if (!obj.is_indexable_sequence()) return std::nullopt;
     int64_t n = static_cast<int64_t>(obj.items().size());
     if (i < 0) i += n;
     if (i < 0 || i >= n) return std::nullopt;
@@ -109,6 +109,9 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
   auto b = slice_bound(start, &ok);
   auto e = slice_bound(stop, &ok);
   auto s = slice_bound(step, &ok);
+  if (obj.is_list() && obj.list_data().flavor == SeqFlavor::Range) {
+    runtime_fail("slicing a range is not supported; convert it with |list first");
+  }
   bool sliceable = obj.is_string() ||
                    (obj.is_list() && (obj.list_data().flavor == SeqFlavor::List || obj.is_tuple()));
   if (!ok || !sliceable)

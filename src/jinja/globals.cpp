@@ -34,13 +34,15 @@ Value range_fn(Evaluator&, CallArgs& args) {
   }
   if (step == 0) runtime_fail("range() arg 3 must not be zero");
   ValueList out;
+  std::string repr = step == 1 ? fmt::format("range({}, {})", start, stop)
+                               : fmt::format("range({}, {}, {})", start, stop, step);
   for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
     if (static_cast<int64_t>(out.size()) >= kMaxRange) {
       runtime_fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     }
     out.emplace_back(i);
   }
-  return Value::list(std::move(out));
+  return Value::range(std::move(out), std::move(repr));
 }
 
 // dict(mapping or pairs, **kwargs) as Python builds it.
