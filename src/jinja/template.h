@@ -14,6 +14,7 @@
 
 namespace nanovllm::jinja {
 
+// Immutable once built: one Template may render from several threads at once.
 class Template {
  public:
   // Throws TemplateError with line and column on syntax errors and unsupported constructs.
