@@ -66,6 +66,20 @@ struct AssignTarget {
   int column = 0;
 };
 
+// How a scope's local name starts out when the scope is entered, as jinja2 decides when it
+// compiles a template: a name assigned anywhere in a scope is local to all of that scope.
+enum class LocalInit {
+  Parameter,  // bound by the construct (loop target, macro argument)
+  Resolve,    // read from the render context
+  Alias,      // copied from the enclosing scope that has it
+  Undefined,  // unset until assigned
+};
+
+// The names local to one scope (template, loop body, macro, block...).
+struct ScopeInfo {
+  std::vector<std::pair<std::string, LocalInit>> locals;
+};
+
 struct Stmt;
 using StmtPtr = std::unique_ptr<Stmt>;
 using Body = std::vector<StmtPtr>;
@@ -83,6 +97,7 @@ struct MacroDef {
   bool uses_varargs = false;
   bool uses_kwargs = false;
   bool uses_caller = false;
+  ScopeInfo scope;
 };
 
 enum class StmtType {
@@ -120,8 +135,16 @@ struct Stmt {
   Body body;
   Body else_body;
   std::shared_ptr<MacroDef> macro;  // Macro, and the caller signature of a CallBlock
+  ScopeInfo scope;                  // body of For / SetBlock / FilterBlock / With / Generation
+  ScopeInfo else_scope;             // For's else branch
+  ScopeInfo test_scope;             // For's loop filter
 
   Stmt(StmtType t, int l, int col) : type(t), line(l), column(col) {}
+};
+
+struct ParsedTemplate {
+  Body body;
+  ScopeInfo scope;
 };
 
 }  // namespace nanovllm::jinja

@@ -47,7 +47,7 @@ std::optional<Value> index_sequence(const Value& obj, const Value& key) {
   if (!(key.is_int() || key.is_bool())) return std::nullopt;
   int64_t i = key.as_int();
   if (obj.is_list()) {
-    if (obj.list_data().flavor != SeqFlavor::List && !obj.is_tuple()) return std::nullopt;
+    if (!obj.is_indexable_sequence()) return std::nullopt;
     int64_t n = static_cast<int64_t>(obj.items().size());
     if (i < 0) i += n;
     if (i < 0 || i >= n) return std::nullopt;
@@ -92,7 +92,9 @@ Value get_item(const Value& obj, const Value& key) {
   if (obj.is_dict()) {
     if (const Value* v = obj.dict_data().find(key)) return *v;
   } else if (obj.is_list() || obj.is_string()) {
-    if (auto v = index_sequence(obj, key)) return *v;
+    if (auto v = index_sequence(obj, key)) {
+      return obj.is_markup() ? Value::markup(v->str()) : *v;
+    }
   }
   // jinja2 falls back to an attribute lookup when the item lookup fails.
   if (key.is_string()) {
@@ -107,6 +109,9 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
   auto b = slice_bound(start, &ok);
   auto e = slice_bound(stop, &ok);
   auto s = slice_bound(step, &ok);
+  if (obj.is_list() && obj.list_data().flavor == SeqFlavor::Range) {
+    runtime_fail("slicing a range is not supported; convert it with |list first");
+  }
   bool sliceable = obj.is_string() ||
                    (obj.is_list() && (obj.list_data().flavor == SeqFlavor::List || obj.is_tuple()));
   if (!ok || !sliceable)
@@ -120,7 +125,7 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
   std::u32string cps = utf8_decode(obj.str());
   std::u32string out;
   for (size_t i : slice_indices(cps.size(), b, e, s)) out.push_back(cps[i]);
-  return Value(utf8_encode(out));
+  return obj.is_markup() ? Value::markup(utf8_encode(out)) : Value(utf8_encode(out));
 }
 
 }  // namespace nanovllm::jinja

@@ -76,10 +76,32 @@ Value make_loop_object(const ValueList& items, size_t i, Value cycle) {
 Evaluator::Evaluator(Value context)
     : context_(std::move(context)), frame_(std::make_shared<Frame>(nullptr)) {}
 
-std::string Evaluator::render(const Body& body) {
+std::string Evaluator::render(const ParsedTemplate& tmpl) {
+  frame_ = enter_scope(tmpl.scope, nullptr);
   std::string out;
-  exec_body(body, out);
+  exec_body(tmpl.body, out);
   return out;
+}
+
+std::shared_ptr<Frame> Evaluator::enter_scope(const ScopeInfo& scope,
+                                              std::shared_ptr<Frame> parent) const {
+  auto frame = std::make_shared<Frame>(parent);
+  frame->vars.reserve(scope.locals.size());
+  for (const auto& [name, init] : scope.locals) {
+    switch (init) {
+      case LocalInit::Resolve:
+        frame->vars.emplace_back(name, resolve_context(name));
+        break;
+      case LocalInit::Alias:
+        frame->vars.emplace_back(name, lookup_from(parent.get(), name, *this));
+        break;
+      case LocalInit::Parameter:
+      case LocalInit::Undefined:
+        frame->vars.emplace_back(name, Value::undefined("'" + name + "' is undefined"));
+        break;
+    }
+  }
+  return frame;
 }
 
 Evaluator::Flow Evaluator::exec_body(const Body& body, std::string& out) {
@@ -90,8 +112,8 @@ Evaluator::Flow Evaluator::exec_body(const Body& body, std::string& out) {
   return Flow::Normal;
 }
 
-std::string Evaluator::render_in_new_frame(const Body& body) {
-  FrameScope scope(frame_, std::make_shared<Frame>(frame_));
+std::string Evaluator::render_in_scope(const Body& body, const ScopeInfo& info) {
+  FrameScope scope(frame_, enter_scope(info, frame_));
   std::string out;
   exec_body(body, out);
   return out;
@@ -121,7 +143,7 @@ Evaluator::Flow Evaluator::exec(const Stmt& s, std::string& out) {
         assign(s.target, eval(*s.expr), *frame_);
         return Flow::Normal;
       case StmtType::SetBlock: {
-        Value body(render_in_new_frame(s.body));
+        Value body(render_in_scope(s.body, s.scope));
         assign(s.target, s.expr ? eval_filter(*s.expr, &body) : body, *frame_);
         return Flow::Normal;
       }
@@ -132,12 +154,12 @@ Evaluator::Flow Evaluator::exec(const Stmt& s, std::string& out) {
         exec_call_block(s, out);
         return Flow::Normal;
       case StmtType::FilterBlock: {
-        Value body(render_in_new_frame(s.body));
+        Value body(render_in_scope(s.body, s.scope));
         out += python_str(eval_filter(*s.expr, &body));
         return Flow::Normal;
       }
       case StmtType::With: {
-        auto frame = std::make_shared<Frame>(frame_);
+        auto frame = enter_scope(s.scope, frame_);
         for (size_t i = 0; i < s.with_targets.size(); ++i) {
           assign(s.with_targets[i], eval(*s.with_values[i]), *frame);
         }
@@ -149,7 +171,7 @@ Evaluator::Flow Evaluator::exec(const Stmt& s, std::string& out) {
       case StmtType::Continue:
         return Flow::Continue;
       case StmtType::Generation:
-        out += render_in_new_frame(s.body);
+        out += render_in_scope(s.body, s.scope);
         return Flow::Normal;
     }
   } catch (const RuntimeFailure& f) {
@@ -163,16 +185,19 @@ Evaluator::Flow Evaluator::exec_for(const Stmt& s, std::string& out) {
   if (s.test) {
     ValueList kept;
     for (const Value& item : items) {
-      auto frame = std::make_shared<Frame>(frame_);
+      auto frame = enter_scope(s.test_scope, frame_);
       assign(s.target, item, *frame);
       FrameScope scope(frame_, frame);
       if (eval(*s.test).truthy()) kept.push_back(item);
     }
     items = std::move(kept);
   }
-  if (items.empty()) return exec_body(s.else_body, out);  // a break there belongs to an outer loop
+  if (items.empty()) {
+    FrameScope scope(frame_, enter_scope(s.else_scope, frame_));
+    return exec_body(s.else_body, out);  // a break there belongs to an outer loop
+  }
   for (size_t i = 0; i < items.size(); ++i) {
-    auto frame = std::make_shared<Frame>(frame_);
+    auto frame = enter_scope(s.scope, frame_);
     assign(s.target, items[i], *frame);
     Value cycle = Value::callable("loop.cycle", [i](Evaluator&, CallArgs& args) -> Value {
       if (args.positional.empty()) runtime_fail("no items for cycling given");
@@ -228,9 +253,17 @@ void Evaluator::assign(const AssignTarget& target, const Value& value, Frame& fr
 }
 
 Value Evaluator::lookup(const std::string& name) const {
-  for (const Frame* f = frame_.get(); f; f = f->parent.get()) {
+  return lookup_from(frame_.get(), name, *this);
+}
+
+Value Evaluator::lookup_from(const Frame* frame, const std::string& name, const Evaluator& ev) {
+  for (const Frame* f = frame; f; f = f->parent.get()) {
     if (const Value* v = f->find_local(name)) return *v;
   }
+  return ev.resolve_context(name);
+}
+
+Value Evaluator::resolve_context(const std::string& name) const {
   if (context_.is_dict()) {
     if (const Value* v = context_.dict_data().find(std::string_view(name))) return *v;
   }
@@ -248,7 +281,7 @@ Value Evaluator::make_macro(std::shared_ptr<const MacroDef> def, std::shared_ptr
 
 Value Evaluator::invoke_macro(const MacroDef& def, const std::shared_ptr<Frame>& closure,
                               CallArgs& args) {
-  auto frame = std::make_shared<Frame>(closure);
+  auto frame = enter_scope(def.scope, closure);
   const size_t n = def.params.size();
   std::vector<bool> bound(n, false);
   for (size_t i = 0; i < args.positional.size() && i < n; ++i) {

@@ -28,7 +28,7 @@ class Evaluator {
   explicit Evaluator(Value context);
 
   // Throws TemplateError (with the position of the failing expression or statement).
-  std::string render(const Body& body);
+  std::string render(const ParsedTemplate& tmpl);
 
   // For filters, tests and functions that call back into the engine.
   Value call(const Value& callee, CallArgs& args);
@@ -42,7 +42,10 @@ class Evaluator {
   Flow exec(const Stmt& s, std::string& out);
   Flow exec_for(const Stmt& s, std::string& out);
   void exec_call_block(const Stmt& s, std::string& out);
-  std::string render_in_new_frame(const Body& body);
+  std::string render_in_scope(const Body& body, const ScopeInfo& scope);
+  // A frame for `scope` inside `parent`, its locals initialized as jinja2 does on entry.
+  std::shared_ptr<Frame> enter_scope(const ScopeInfo& scope, std::shared_ptr<Frame> parent) const;
+  Value resolve_context(const std::string& name) const;
 
   Value eval(const Expr& e);
   Value eval_inner(const Expr& e);
@@ -50,7 +53,10 @@ class Evaluator {
   Value eval_compare(const Expr& e);
   CallArgs eval_args(const Expr& e);
 
+  // The innermost frame declaring `name` decides its value; undeclared names come from the
+  // render context.
   Value lookup(const std::string& name) const;
+  static Value lookup_from(const Frame* frame, const std::string& name, const Evaluator& ev);
   void assign(const AssignTarget& target, const Value& value, Frame& frame);
   Value make_macro(std::shared_ptr<const MacroDef> def, std::shared_ptr<Frame> closure);
   Value invoke_macro(const MacroDef& def, const std::shared_ptr<Frame>& closure, CallArgs& args);

@@ -85,12 +85,13 @@ std::string format_number(const Value& v, const Spec& spec) {
   return buf;
 }
 
-std::string convert(const Value& v, const Spec& spec) {
+std::string convert(const Value& v, const Spec& spec, bool escape_args) {
   switch (spec.conversion) {
     case 's':
     case 'r':
     case 'a': {
       std::string s = spec.conversion == 's' ? python_str(v) : python_repr(v);
+      if (escape_args && !(spec.conversion == 's' && v.is_markup())) s = html_escape(s);
       if (spec.precision >= 0) {
         std::u32string cps = utf8_decode(s);
         if (cps.size() > static_cast<size_t>(spec.precision)) {
@@ -130,7 +131,12 @@ std::string convert(const Value& v, const Spec& spec) {
 
 }  // namespace
 
-std::string percent_format(const std::string& fmt_str, const Value& args) {
+Value percent_format_value(const Value& fmt, const Value& args) {
+  if (fmt.is_markup()) return Value::markup(percent_format(fmt.str(), args, true));
+  return Value(percent_format(fmt.str(), args));
+}
+
+std::string percent_format(const std::string& fmt_str, const Value& args, bool escape_args) {
   ValueList positional;
   if (args.is_tuple()) {
     positional = args.items();
@@ -185,11 +191,11 @@ std::string percent_format(const std::string& fmt_str, const Value& args) {
       continue;
     }
     if (mapped) {
-      out += convert(*mapped, spec);
+      out += convert(*mapped, spec, escape_args);
       continue;
     }
     if (next_arg >= positional.size()) runtime_fail("not enough arguments for format string");
-    out += convert(positional[next_arg++], spec);
+    out += convert(positional[next_arg++], spec, escape_args);
   }
   if (!used_mapping && next_arg < positional.size() && !(args.is_dict() && next_arg == 0)) {
     runtime_fail("not all arguments converted during string formatting");

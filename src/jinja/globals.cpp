@@ -1,5 +1,7 @@
 #include "jinja/globals.h"
 
+#include <fmt/format.h>
+
 #include <ctime>
 
 #include "jinja/args.h"
@@ -19,7 +21,7 @@ Value range_fn(Evaluator&, CallArgs& args) {
   if (p.empty() || p.size() > 3) runtime_fail("range expected 1 to 3 arguments");
   for (const Value& v : p) {
     if (!(v.is_int() || v.is_bool())) {
-      runtime_fail("'" + v.type_name() + "' object cannot be interpreted as an integer");
+      runtime_fail(fmt::format("'{}' object cannot be interpreted as an integer", v.type_name()));
     }
   }
   int64_t start = 0, stop = 0, step = 1;
@@ -32,13 +34,15 @@ Value range_fn(Evaluator&, CallArgs& args) {
   }
   if (step == 0) runtime_fail("range() arg 3 must not be zero");
   ValueList out;
+  std::string repr = step == 1 ? fmt::format("range({}, {})", start, stop)
+                               : fmt::format("range({}, {}, {})", start, stop, step);
   for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
     if (static_cast<int64_t>(out.size()) >= kMaxRange) {
       runtime_fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     }
     out.emplace_back(i);
   }
-  return Value::list(std::move(out));
+  return Value::range(std::move(out), std::move(repr));
 }
 
 // dict(mapping or pairs, **kwargs) as Python builds it.

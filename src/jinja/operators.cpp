@@ -98,7 +98,7 @@ Value repeat(const Value& seq, int64_t times) {
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < times; ++i) out += seq.str();
-    return Value(std::move(out));
+    return seq.is_markup() ? Value::markup(std::move(out)) : Value(std::move(out));
   }
   ValueList out;
   for (int64_t i = 0; i < times; ++i) out.insert(out.end(), seq.items().begin(), seq.items().end());
@@ -168,7 +168,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if ((b.is_string() || is_plain_sequence(b)) && (a.is_int() || a.is_bool()))
       return repeat(b, a.as_int());
   }
-  if (op == "%" && a.is_string()) return Value(percent_format(a.str(), b));
+  if (op == "%" && a.is_string()) return percent_format_value(a, b);
   unsupported(op, a, b);
 }
 

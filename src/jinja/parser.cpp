@@ -5,6 +5,7 @@
 #include "jinja/error.h"
 #include "jinja/filters.h"
 #include "jinja/parser_impl.h"
+#include "jinja/scope_analysis.h"
 #include "jinja/tests.h"
 
 namespace nanovllm::jinja {
@@ -349,8 +350,11 @@ bool Parser::is_tuple_end(const char* extra_end) const {
   return extra_end && is_name(extra_end);
 }
 
-Body parse_template(std::string_view source, const LexerOptions& options) {
-  return Parser(tokenize(source, options)).parse();
+ParsedTemplate parse_template(std::string_view source, const LexerOptions& options) {
+  ParsedTemplate tmpl;
+  tmpl.body = Parser(tokenize(source, options)).parse();
+  analyze_scopes(tmpl);
+  return tmpl;
 }
 
 }  // namespace nanovllm::jinja

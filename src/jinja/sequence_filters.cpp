@@ -123,13 +123,9 @@ Value f_reverse(Evaluator&, const Value& v, CallArgs& args) {
   if (v.is_string()) {
     std::u32string cps = utf8_decode(v.str());
     std::reverse(cps.begin(), cps.end());
-    return Value(utf8_encode(cps));
+    return v.is_markup() ? Value::markup(utf8_encode(cps)) : Value(utf8_encode(cps));
   }
-  bool reversible =
-      v.is_dict() || (v.is_list() && (v.list_data().flavor == SeqFlavor::List || v.is_tuple() ||
-                                      v.list_data().flavor == SeqFlavor::DictKeys ||
-                                      v.list_data().flavor == SeqFlavor::DictValues ||
-                                      v.list_data().flavor == SeqFlavor::DictItems));
+  bool reversible = v.is_dict() || v.is_list();  // all of these have __reversed__
   ValueList items = iterate(v);
   std::reverse(items.begin(), items.end());
   if (reversible) return Value::iterator(std::move(items));  // Python's reversed() iterator

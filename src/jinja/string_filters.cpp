@@ -16,19 +16,29 @@ namespace nanovllm::jinja {
 
 namespace {
 
+// jinja2's soft_str: Markup stays Markup, anything else becomes str.
+Value as_text(const Value& v) {
+  return v.is_string() ? v : Value(python_str(v));
+}
+
+// Markup in, Markup out, as for the str methods markupsafe wraps.
+Value like(const Value& input, std::string s) {
+  return input.is_markup() ? Value::markup(std::move(s)) : Value(std::move(s));
+}
+
 Value f_trim(Evaluator&, const Value& v, CallArgs& args) {
   BoundArgs a("trim", args, {"chars"});
-  return Value(py_strip(python_str(v), a.get_string(0), true, true));
+  return like(v, py_strip(python_str(v), a.get_string(0), true, true));
 }
 
 Value f_lower(Evaluator&, const Value& v, CallArgs& args) {
   BoundArgs("lower", args, {});
-  return Value(py_lower(python_str(v)));
+  return like(v, py_lower(python_str(v)));
 }
 
 Value f_upper(Evaluator&, const Value& v, CallArgs& args) {
   BoundArgs("upper", args, {});
-  return Value(py_upper(python_str(v)));
+  return like(v, py_upper(python_str(v)));
 }
 
 Value f_title(Evaluator&, const Value& v, CallArgs& args) {
@@ -38,7 +48,7 @@ Value f_title(Evaluator&, const Value& v, CallArgs& args) {
 
 Value f_capitalize(Evaluator&, const Value& v, CallArgs& args) {
   BoundArgs("capitalize", args, {});
-  return Value(py_capitalize(python_str(v)));
+  return like(v, py_capitalize(python_str(v)));
 }
 
 Value f_replace(Evaluator&, const Value& v, CallArgs& args) {
@@ -99,7 +109,7 @@ Value f_indent(Evaluator&, const Value& v, CallArgs& args) {
     }
   }
   if (first) rv = indention + rv;
-  return Value(std::move(rv));
+  return like(v, std::move(rv));
 }
 
 Value f_center(Evaluator&, const Value& v, CallArgs& args) {
@@ -107,11 +117,11 @@ Value f_center(Evaluator&, const Value& v, CallArgs& args) {
   int64_t width = a.get_int(0).value_or(80);
   std::string s = python_str(v);
   int64_t len = static_cast<int64_t>(codepoint_count(s));
-  if (width <= len) return Value(s);
+  if (width <= len) return like(v, s);
   int64_t total = width - len;
   int64_t left = total / 2 + (total & width & 1);
-  return Value(std::string(static_cast<size_t>(left), ' ') + s +
-               std::string(static_cast<size_t>(total - left), ' '));
+  return like(v, std::string(static_cast<size_t>(left), ' ') + s +
+                     std::string(static_cast<size_t>(total - left), ' '));
 }
 
 Value f_wordcount(Evaluator&, const Value& v, CallArgs& args) {
@@ -133,9 +143,9 @@ Value f_format(Evaluator&, const Value& v, CallArgs& args) {
   if (!args.keyword.empty()) {
     DictData d;
     for (const auto& [k, val] : args.keyword) d.set(Value(k), val);
-    return Value(percent_format(python_str(v), Value::dict(std::move(d))));
+    return percent_format_value(as_text(v), Value::dict(std::move(d)));
   }
-  return Value(percent_format(python_str(v), Value::tuple(args.positional)));
+  return percent_format_value(as_text(v), Value::tuple(args.positional));
 }
 
 // Python's int(str, base): optional sign, underscores between digits, surrounding whitespace.
@@ -297,7 +307,7 @@ Value f_tojson(Evaluator&, const Value& v, CallArgs& args) {
     opt.item_separator = parts[0].str();
     opt.key_separator = parts[1].str();
   } else if (opt.indent) {
-    opt.item_separator = ",";
+    opt.item_separator.assign(1, ',');  // json.dumps drops the space after commas with an indent
   }
   opt.sort_keys = a.get_bool(3, false);
   return Value(json_dumps(v, opt));

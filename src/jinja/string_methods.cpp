@@ -7,6 +7,7 @@
 #include "jinja/methods.h"
 #include "jinja/string_ops.h"
 #include "jinja/unicode.h"
+#include "jinja/value_format.h"
 
 namespace nanovllm::jinja {
 
@@ -188,6 +189,47 @@ Value call_string_method(const std::string& name, const Value& self, const CallA
   runtime_fail("str." + name + "() is not supported by this template engine");
 }
 
+Value escaped(const Value& v) {
+  return v.is_markup() ? v : Value::markup(html_escape(python_str(v)));
+}
+
+Value as_markup(const Value& v) {
+  if (v.is_string()) return Value::markup(v.str());
+  if (v.is_list()) {
+    ValueList items;
+    for (const Value& item : v.items()) items.push_back(as_markup(item));
+    return Value::list(std::move(items), v.list_data().flavor);
+  }
+  return v;
+}
+
+// markupsafe's Markup methods: results stay Markup; replace's new text, fill characters, joined
+// items and format arguments are HTML-escaped first.
+Value call_markup_method(const std::string& name, const Value& self, const CallArgs& args) {
+  static const std::unordered_set<std::string> plain_results = {
+      "startswith", "endswith", "find",      "rfind",   "index",   "rindex",  "count",
+      "isalpha",    "isdigit",  "isdecimal", "isalnum", "isspace", "isupper", "islower"};
+  if (plain_results.count(name)) return call_string_method(name, self, args);
+  CallArgs escaped_args = args;
+  auto escape_positional = [&](size_t i) {
+    if (i < escaped_args.positional.size() && escaped_args.positional[i].is_string()) {
+      escaped_args.positional[i] = escaped(escaped_args.positional[i]);
+    }
+  };
+  if (name == "replace") escape_positional(1);
+  if (name == "ljust" || name == "rjust" || name == "center") escape_positional(1);
+  if (name == "join" && !escaped_args.positional.empty()) {
+    ValueList items;
+    for (const Value& item : iterate(escaped_args.positional[0])) items.push_back(escaped(item));
+    escaped_args.positional[0] = Value::list(std::move(items));
+  }
+  if (name == "format") {
+    for (Value& v : escaped_args.positional) v = escaped(v);
+    for (auto& [k, v] : escaped_args.keyword) v = escaped(v);
+  }
+  return as_markup(call_string_method(name, self, escaped_args));
+}
+
 const std::unordered_set<std::string>& python_string_methods() {
   static const std::unordered_set<std::string> names = {
       "capitalize",   "casefold",    "center",    "count",      "encode",       "endswith",
@@ -219,7 +261,8 @@ std::string join_strings(const ValueList& items, const std::string& separator) {
 std::optional<Value> string_method(const Value& self, const std::string& name) {
   if (!python_string_methods().count(name)) return std::nullopt;
   return Value::callable("str." + name, [self, name](Evaluator&, CallArgs& args) {
-    return call_string_method(name, self, args);
+    return self.is_markup() ? call_markup_method(name, self, args)
+                            : call_string_method(name, self, args);
   });
 }
 

@@ -148,28 +148,28 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
 }
 
 std::string py_title(const std::string& s) {
+  std::u32string cps = utf8_decode(s);
   std::u32string out;
   bool previous_cased = false;
-  for (char32_t c : utf8_decode(s)) {
+  for (size_t i = 0; i < cps.size(); ++i) {
     if (previous_cased) {
-      append_lower(out, c);
+      append_lower_at(out, cps, i);
     } else {
-      append_title(out, c);
+      append_title(out, cps[i]);
     }
-    previous_cased = is_cased(c);
+    previous_cased = is_cased(cps[i]);
   }
   return utf8_encode(out);
 }
 
 std::string py_capitalize(const std::string& s) {
+  std::u32string cps = utf8_decode(s);
   std::u32string out;
-  bool first = true;
-  for (char32_t c : utf8_decode(s)) {
-    if (first) {
-      append_title(out, c);
-      first = false;
+  for (size_t i = 0; i < cps.size(); ++i) {
+    if (i == 0) {
+      append_title(out, cps[i]);
     } else {
-      append_lower(out, c);
+      append_lower_at(out, cps, i);
     }
   }
   return utf8_encode(out);
@@ -187,13 +187,10 @@ std::string jinja_title(const std::string& s) {
     size_t j = i;
     bool delim = is_delim(cps[i]);
     while (j < cps.size() && is_delim(cps[j]) == delim) ++j;
-    for (size_t k = i; k < j; ++k) {
-      if (k == i) {
-        append_upper(out, cps[k]);
-      } else {
-        append_lower(out, cps[k]);
-      }
-    }
+    // item[0].upper() + item[1:].lower(): the rest is lowered as a string of its own.
+    append_upper(out, cps[i]);
+    std::u32string_view rest = std::u32string_view(cps).substr(i + 1, j - i - 1);
+    for (size_t k = 0; k < rest.size(); ++k) append_lower_at(out, rest, k);
     i = j;
   }
   return utf8_encode(out);

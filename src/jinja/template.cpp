@@ -7,11 +7,11 @@
 namespace nanovllm::jinja {
 
 Template::Template(std::string_view source)
-    : body_(std::make_shared<const Body>(parse_template(source))) {}
+    : parsed_(std::make_shared<const ParsedTemplate>(parse_template(source))) {}
 
 std::string Template::render(const Value& context) const {
   Evaluator evaluator(context);
-  return evaluator.render(*body_);
+  return evaluator.render(*parsed_);
 }
 
 std::string Template::render(const nlohmann::ordered_json& context) const {

@@ -14,6 +14,7 @@
 
 namespace nanovllm::jinja {
 
+// Immutable once built: one Template may render from several threads at once.
 class Template {
  public:
   // Throws TemplateError with line and column on syntax errors and unsupported constructs.
@@ -25,7 +26,7 @@ class Template {
   std::string render(const nlohmann::ordered_json& context) const;
 
  private:
-  std::shared_ptr<const Body> body_;
+  std::shared_ptr<const ParsedTemplate> parsed_;
 };
 
 }  // namespace nanovllm::jinja

@@ -83,7 +83,7 @@ bool t_mapping(Evaluator&, const Value& v, CallArgs& a) {
 // Has len() and indexing, as Python sees it.
 bool t_sequence(Evaluator&, const Value& v, CallArgs& a) {
   no_args("sequence", a);
-  if (v.is_list()) return v.list_data().flavor == SeqFlavor::List || v.is_tuple();
+  if (v.is_list()) return v.is_indexable_sequence();
   return v.is_string() || v.is_dict() || v.is_undefined();
 }
 

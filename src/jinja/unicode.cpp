@@ -2,7 +2,10 @@
 
 #include <utf8proc.h>
 
+#include <algorithm>
+
 #include "jinja/error.h"
+#include "jinja/unicode_tables.h"
 
 namespace nanovllm::jinja {
 
@@ -119,9 +122,41 @@ bool is_lower(char32_t c) {
   return category(c) == UTF8PROC_CATEGORY_LL;
 }
 
+namespace {
+
+bool in_ranges(char32_t c, const CodepointRange* ranges, size_t n) {
+  const CodepointRange* end = ranges + n;
+  const CodepointRange* it = std::upper_bound(
+      ranges, end, c, [](char32_t v, const CodepointRange& r) { return v < r.first; });
+  return it != ranges && c <= (it - 1)->last;
+}
+
+const SpecialCasing* special_casing(char32_t c) {
+  const SpecialCasing* end = kSpecialCasing + kSpecialCasingSize;
+  const SpecialCasing* it = std::lower_bound(
+      kSpecialCasing, end, c, [](const SpecialCasing& s, char32_t v) { return s.codepoint < v; });
+  return it != end && it->codepoint == c ? it : nullptr;
+}
+
+// Capital sigma lowers to final sigma after a cased letter and not before one, skipping
+// case-ignorable characters (CPython's handle_capital_sigma).
+bool is_final_sigma(std::u32string_view s, size_t i) {
+  size_t j = i;
+  while (j > 0 && is_case_ignorable(s[j - 1])) --j;
+  if (j == 0 || !is_cased(s[j - 1])) return false;
+  size_t k = i + 1;
+  while (k < s.size() && is_case_ignorable(s[k])) ++k;
+  return k == s.size() || !is_cased(s[k]);
+}
+
+}  // namespace
+
 bool is_cased(char32_t c) {
-  auto cat = category(c);
-  return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
+  return in_ranges(c, kCasedRanges, kCasedRangesSize);
+}
+
+bool is_case_ignorable(char32_t c) {
+  return in_ranges(c, kCaseIgnorableRanges, kCaseIgnorableRangesSize);
 }
 
 bool is_alpha(char32_t c) {
@@ -134,36 +169,37 @@ bool is_decimal_digit(char32_t c) {
   return category(c) == UTF8PROC_CATEGORY_ND;
 }
 
-void append_lower(std::u32string& out, char32_t c) {
+void append_lower_at(std::u32string& out, std::u32string_view s, size_t i) {
+  char32_t c = s[i];
   if (c < 0x80) {
     out.push_back(c >= 'A' && c <= 'Z' ? c + 32 : c);
-    return;
+  } else if (c == 0x3A3) {
+    out.push_back(is_final_sigma(s, i) ? 0x3C2 : 0x3C3);
+  } else if (const SpecialCasing* sc = special_casing(c)) {
+    out += sc->lower;
+  } else {
+    out.push_back(static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
   }
-  out.push_back(static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
 }
 
 void append_upper(std::u32string& out, char32_t c) {
   if (c < 0x80) {
     out.push_back(c >= 'a' && c <= 'z' ? c - 32 : c);
-    return;
+  } else if (const SpecialCasing* sc = special_casing(c)) {
+    out += sc->upper;
+  } else {
+    out.push_back(static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(c))));
   }
-  if (c == 0xDF) {  // German sharp s has no single-character uppercase
-    out += U"SS";
-    return;
-  }
-  out.push_back(static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(c))));
 }
 
 void append_title(std::u32string& out, char32_t c) {
   if (c < 0x80) {
     append_upper(out, c);
-    return;
+  } else if (const SpecialCasing* sc = special_casing(c)) {
+    out += sc->title;
+  } else {
+    out.push_back(static_cast<char32_t>(utf8proc_totitle(static_cast<utf8proc_int32_t>(c))));
   }
-  if (c == 0xDF) {
-    out += U"Ss";
-    return;
-  }
-  out.push_back(static_cast<char32_t>(utf8proc_totitle(static_cast<utf8proc_int32_t>(c))));
 }
 
 std::string py_lower(std::string_view s) {
@@ -174,8 +210,9 @@ std::string py_lower(std::string_view s) {
     }
     return out;
   }
+  std::u32string cps = utf8_decode(s);
   std::u32string out;
-  for (char32_t c : utf8_decode(s)) append_lower(out, c);
+  for (size_t i = 0; i < cps.size(); ++i) append_lower_at(out, cps, i);
   return utf8_encode(out);
 }
 

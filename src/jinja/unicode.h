@@ -28,8 +28,11 @@ bool is_decimal_digit(char32_t c);
 bool is_upper(char32_t c);
 bool is_lower(char32_t c);
 
-// Per-character case mappings (Unicode simple mappings, plus 'ß' -> "SS" as Python's upper()).
-void append_lower(std::u32string& out, char32_t c);
+bool is_case_ignorable(char32_t c);
+
+// Python's full case mappings ('ß'.upper() == "SS", 'ﬁ'.title() == "Fi"). Lowering looks at the
+// whole string `s` for the final-sigma rule ('ΟΔΟΣ'.lower() == "οδος").
+void append_lower_at(std::u32string& out, std::u32string_view s, size_t i);
 void append_upper(std::u32string& out, char32_t c);
 void append_title(std::u32string& out, char32_t c);
 

@@ -26,7 +26,13 @@ Value Value::markup(std::string s) {
 }
 
 Value Value::list(ValueList items, SeqFlavor flavor) {
-  return Value(Kind::List, std::make_shared<const ListData>(ListData{std::move(items), flavor}));
+  return Value(Kind::List,
+               std::make_shared<const ListData>(ListData{std::move(items), flavor, {}}));
+}
+
+Value Value::range(ValueList items, std::string repr) {
+  return Value(Kind::List, std::make_shared<const ListData>(
+                               ListData{std::move(items), SeqFlavor::Range, std::move(repr)}));
 }
 
 Value Value::dict(DictData data) {
@@ -111,6 +117,8 @@ std::string Value::type_name() const {
           return "dict_keys";
         case SeqFlavor::DictValues:
           return "dict_values";
+        case SeqFlavor::Range:
+          return "range";
       }
       return "list";
     case Kind::Dict:
@@ -193,9 +201,8 @@ bool values_equal(const Value& a, const Value& b) {
     case K::String:
       return a.str() == b.str();
     case K::List: {
-      bool a_tuple = a.list_data().flavor == SeqFlavor::Tuple;
-      bool b_tuple = b.list_data().flavor == SeqFlavor::Tuple;
-      return a_tuple == b_tuple && seq_equal(a.items(), b.items());
+      // Python never finds a list equal to a tuple, a range or a dict view.
+      return a.list_data().flavor == b.list_data().flavor && seq_equal(a.items(), b.items());
     }
     case K::Dict: {
       const auto& ea = a.dict_data().entries;

@@ -42,12 +42,14 @@ struct Object {
   void set(const std::string& name, Value value);
 };
 
-// Python's dict views print differently from lists but otherwise behave like them here.
-enum class SeqFlavor : uint8_t { List, Tuple, DictItems, DictKeys, DictValues };
+// Python's dict views and ranges print differently from lists but otherwise behave like
+// them here.
+enum class SeqFlavor : uint8_t { List, Tuple, DictItems, DictKeys, DictValues, Range };
 
 struct ListData {
   ValueList items;
   SeqFlavor flavor = SeqFlavor::List;
+  std::string range_repr;  // "range(0, 3)" for a Range
 };
 
 // Insertion-ordered mapping with Python key semantics (1, 1.0 and True are one key).
@@ -93,6 +95,7 @@ class Value {
   static Value markup(std::string s);  // a string jinja2 would hold as Markup (from `safe`)
   static Value list(ValueList items, SeqFlavor flavor = SeqFlavor::List);
   static Value tuple(ValueList items) { return list(std::move(items), SeqFlavor::Tuple); }
+  static Value range(ValueList items, std::string repr);
   static Value dict(DictData data = {});
   static Value object(std::shared_ptr<Object> obj);
   static Value callable(std::string name, NativeFunction fn);
@@ -111,6 +114,12 @@ class Value {
   bool is_string() const { return kind_ == Kind::String; }
   bool is_list() const { return kind_ == Kind::List; }
   bool is_tuple() const { return kind_ == Kind::List && list_data().flavor == SeqFlavor::Tuple; }
+  // A list, tuple or range: indexable like a Python sequence (dict views are not).
+  bool is_indexable_sequence() const {
+    return kind_ == Kind::List &&
+           (list_data().flavor == SeqFlavor::List || list_data().flavor == SeqFlavor::Tuple ||
+            list_data().flavor == SeqFlavor::Range);
+  }
   bool is_dict() const { return kind_ == Kind::Dict; }
   bool is_object() const { return kind_ == Kind::Object; }
   bool is_callable() const { return kind_ == Kind::Callable; }

@@ -100,6 +100,8 @@ std::string sequence_repr(const Value& v) {
       return fmt::format("dict_keys([{}])", join_reprs(data.items));
     case SeqFlavor::DictValues:
       return fmt::format("dict_values([{}])", join_reprs(data.items));
+    case SeqFlavor::Range:
+      return data.range_repr;
   }
   return {};
 }

@@ -62,6 +62,8 @@ TEST(JinjaExpressions, SubscriptsAndSlices) {
       {"{{ d.items() }} {{ d.keys() }}",
        "dict_items([('items', 1), ('a', {'b': 2})]) dict_keys(['items', 'a'])"},
       {"{{ none.x }}|{{ xs.foo }}", "|"},
+      {"{{ range(3) }}|{{ range(1, 10, 3)[1] }}|{{ range(3) == [0, 1, 2] }}|{{ range(2)|list }}",
+       "range(0, 3)|4|False|[0, 1]"},
   };
   for (const Case& c : cases) expect_renders(c, ctx);
 }

@@ -19,6 +19,10 @@ TEST(JinjaFilters, Strings) {
        "&lt;a&gt;|<b>|  Hello  |3"},
       {"{{ '%s %s'|format(1, 2) }}{{ '%(a)s'|format(a=2) }}", "1 22"},
       {"{{ 'abc'|length }} {{ '\u00e9'|length }} {{ 'abc'|reverse }}", "3 1 cba"},
+      // Python's full case mappings and final-sigma rule.
+      {"{{ 'ΟΔΟΣ straße'|lower }}|{{ 'straße ﬁ ŉ'|upper }}|"
+       "{{ 'ﬁx ΣΑΣ'.title() }}|{{ 'İx'|lower|length }}",
+       "οδος straße|STRASSE FI ʼN|Fix Σας|3"},
   };
   for (const Case& c : cases) expect_renders(c);
 }

@@ -51,6 +51,27 @@ TEST(JinjaStatements, ScopingMatchesJinja2) {
   for (const Case& c : cases) expect_renders(c);
 }
 
+TEST(JinjaStatements, NamesAssignedInAScopeAreLocalToAllOfIt) {
+  // jinja2 decides at compile time: a name set anywhere in a scope is that scope's own name from
+  // the scope's start, so reads before the set do not see the context's value.
+  nlohmann::ordered_json ctx = {{"s", "ctx"}, {"d", {{"a", 1}}}};
+  const Case cases[] = {
+      {"{{ s }}{% set s = 1 %}{{ s }}", "ctx1"},
+      {"{% for i in [1] %}[{{ s }}]{% endfor %}{% set s = 1 %}{{ s }}", "[]1"},
+      {"{% for i in [1,2] %}{{ s }}{% set s = i %}{% endfor %}", "ctxctx"},
+      {"{% set s = 0 %}{% for i in [1,2] %}{{ s }}{% set s = i %}{% endfor %}", "00"},
+      {"{% for i in [1,2] %}{% for j in [1] %}[{{ s }}]{% endfor %}{% set s = i %}{% endfor %}",
+       "[][]"},
+      {"{% macro m() %}[{{ s }}]{% endmacro %}{{ m() }}{% set s = 1 %}{{ m() }}", "[][1]"},
+      {"{% for i in [1] %}{% if false %}{% set s = 2 %}{% endif %}[{{ s }}]{% endfor %}", "[ctx]"},
+      {"{% set v %}{{ s }}{% set s = 2 %}{% endset %}{{ v }}", "ctx"},
+      {"{% macro m(a) %}{{ s }}{% set s = 3 %}{{ s }}{% endmacro %}{{ m(1) }}", "ctx3"},
+  };
+  for (const Case& c : cases) expect_renders(c, ctx);
+  EXPECT_EQ(render_error("{% for i in [1] %}{% set loop = 5 %}{% endfor %}").message(),
+            "Can't assign to special loop variable in for-loop target");
+}
+
 TEST(JinjaStatements, IfElifElse) {
   const Case cases[] = {
       {"{% if 0 %}a{% elif '' %}b{% elif [1] %}c{% else %}d{% endif %}", "c"},
