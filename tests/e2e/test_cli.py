@@ -71,6 +71,21 @@ def test_same_seed_same_output_and_sampling_flags():
     assert first[0]["token_ids"] == first[1]["token_ids"] == second[0]["token_ids"]
 
 
+def test_logprobs_report_the_sampled_token_and_the_top_k():
+    line = json.dumps({"prompt_token_ids": [5, 6, 7], "max_tokens": 6, "temperature": 0,
+                       "logprobs": 3, "ignore_eos": True}) + "\n"
+    code, rows, err = run(["generate", "--model", UNTIED, "--no-progress"], line)
+    assert code == 0, err
+    positions = rows[0]["logprobs"]
+    assert len(positions) == len(rows[0]["token_ids"]) == 6
+    for token, position in zip(rows[0]["token_ids"], positions):
+        assert position["token_id"] == token and position["rank"] == 1  # greedy: the best one
+        assert len(position["top"]) == 3 and position["top"][0]["token_id"] == token
+        values = [entry["logprob"] for entry in position["top"]]
+        assert values == sorted(values, reverse=True) and values[0] <= 0.0
+        assert position["logprob"] == values[0]
+
+
 BAD_REQUESTS = [
     ("not json", "invalid JSON"),
     ('{"prompt": ""}', "empty"),
@@ -83,6 +98,7 @@ BAD_REQUESTS = [
     ('{"prompt_token_ids": [1], "max_tokens": 0}', "max_tokens"),
     ('{"prompt_token_ids": [1], "max_tokens": "many"}', "max_tokens"),
     ('{"prompt_token_ids": [1], "colour": 1}', "colour"),
+    ('{"prompt_token_ids": [1], "logprobs": 99}', "logprobs"),
     ('{"prompt": "text without a tokenizer"}', "tokenizer"),
     ('{"prompt_token_ids": [1], "prompt": "both"}', "exactly one"),
     (json.dumps({"prompt_token_ids": [1] * 5000}), "max_model_len"),
