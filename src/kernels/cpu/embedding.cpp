@@ -1,5 +1,3 @@
-#include <cstring>
-
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/tensor_checks.h"
 
@@ -21,14 +19,7 @@ void embedding(const Tensor& ids, const Tensor& weight, Tensor out, ThreadPool& 
     }
   }
 
-  const float* table = weight.data_as<float>();
-  float* dst = out.data_as<float>();
-  const size_t row_bytes = static_cast<size_t>(hidden) * sizeof(float);
-  pool.parallel_for(tokens, hidden, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      std::memcpy(dst + t * hidden, table + static_cast<int64_t>(id[t]) * hidden, row_bytes);
-    }
-  });
+  copy_indexed_rows(weight.data_as<float>(), id, tokens, hidden, out.data_as<float>(), pool);
 }
 
 }  // namespace nanovllm::cpu

@@ -19,8 +19,11 @@ void gather_rows(const Tensor& x, const Tensor& indices, Tensor out, ThreadPool&
                     index[i], i, rows);
   }
 
-  const float* src = x.data_as<float>();
-  float* dst = out.data_as<float>();
+  copy_indexed_rows(x.data_as<float>(), index, count, width, out.data_as<float>(), pool);
+}
+
+void copy_indexed_rows(const float* src, const int32_t* index, int64_t count, int64_t width,
+                       float* dst, ThreadPool& pool) {
   const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
   pool.parallel_for(count, width, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
