@@ -112,6 +112,8 @@ bool is_plain_sequence(const Value& v) {
 }  // namespace
 
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
+  // str % x formats str(x), and an Undefined's str() is "".
+  if (op == "%" && a.is_string()) return percent_format_value(a, b);
   if (a.is_undefined()) fail_undefined(a);
   if (b.is_undefined()) fail_undefined(b);
   if (a.is_number() && b.is_number()) {
@@ -168,7 +170,6 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if ((b.is_string() || is_plain_sequence(b)) && (a.is_int() || a.is_bool()))
       return repeat(b, a.as_int());
   }
-  if (op == "%" && a.is_string()) return percent_format_value(a, b);
   unsupported(op, a, b);
 }
 

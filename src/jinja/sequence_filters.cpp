@@ -125,7 +125,8 @@ Value f_reverse(Evaluator&, const Value& v, CallArgs& args) {
     std::reverse(cps.begin(), cps.end());
     return v.is_markup() ? Value::markup(utf8_encode(cps)) : Value(utf8_encode(cps));
   }
-  bool reversible = v.is_dict() || v.is_list();  // all of these have __reversed__
+  // reversed() works on all of these (an Undefined too); only generators fall back to a list.
+  bool reversible = v.is_dict() || v.is_list() || v.is_undefined();
   ValueList items = iterate(v);
   std::reverse(items.begin(), items.end());
   if (reversible) return Value::iterator(std::move(items));  // Python's reversed() iterator
