@@ -227,6 +227,9 @@ bool contains(const Value& container, const Value& item) {
       }
       return false;
     case Value::Kind::Dict:
+      if ((item.is_list() && !item.is_tuple()) || item.is_dict()) {
+        runtime_fail("unhashable type: '" + item.type_name() + "'");
+      }
       return container.dict_data().find(item) != nullptr;
     case Value::Kind::Iterator: {
       IteratorState& st = container.iter_state();

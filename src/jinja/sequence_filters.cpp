@@ -202,8 +202,13 @@ Value f_sum(Evaluator&, const Value& v, CallArgs& args) {
 }
 
 // map(attribute='x', default=...) or map('filter', args...)
+// jinja2's map/select/reject skip falsy inputs (None, '', 0) instead of iterating them.
+ValueList iterate_if_truthy(const Value& v) {
+  return v.truthy() ? iterate(v) : ValueList{};
+}
+
 Value f_map(Evaluator& ev, const Value& v, CallArgs& args) {
-  ValueList items = iterate(v);
+  ValueList items = iterate_if_truthy(v);
   ValueList out;
   const Value* attribute = nullptr;
   const Value* fallback = nullptr;
@@ -249,7 +254,7 @@ Value select_items(Evaluator& ev, const Value& v, CallArgs& args, bool want, boo
                                args.positional.end()),
                      args.keyword};
   ValueList out;
-  for (const Value& item : iterate(v)) {
+  for (const Value& item : iterate_if_truthy(v)) {
     Value x = by_attribute ? lookup_path(item, attribute) : item;
     bool ok;
     if (has_test) {

@@ -93,8 +93,11 @@ Value f_indent(Evaluator&, const Value& v, CallArgs& args) {
   }
   bool first = a.get_bool(1, false);
   bool blank = a.get_bool(2, false);
-  if (v.is_undefined()) fail_undefined(v);  // jinja2 appends "\n" to it, which raises
-  std::string s = python_str(v) + "\n";     // jinja2 appends a newline before splitting
+  if (v.is_undefined()) fail_undefined(v);  // jinja2 appends "\n" to the value itself
+  if (!v.is_string()) {
+    runtime_fail("unsupported operand type(s) for +=: '" + v.type_name() + "' and 'str'");
+  }
+  std::string s = python_str(v) + "\n";  // jinja2 appends a newline before splitting
   std::vector<std::string> lines = py_splitlines(s, false);
   std::string rv;
   if (blank) {
