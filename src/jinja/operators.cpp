@@ -227,7 +227,7 @@ bool contains(const Value& container, const Value& item) {
       }
       return false;
     case Value::Kind::Dict:
-      if ((item.is_list() && !item.is_tuple()) || item.is_dict()) {
+      if ((item.is_list() && item.list_data().flavor == SeqFlavor::List) || item.is_dict()) {
         runtime_fail("unhashable type: '" + item.type_name() + "'");
       }
       return container.dict_data().find(item) != nullptr;

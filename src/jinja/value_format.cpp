@@ -109,7 +109,9 @@ std::string sequence_repr(const Value& v, int depth) {
     case SeqFlavor::DictValues:
       return fmt::format("dict_values([{}])", join_reprs(data.items, depth));
     case SeqFlavor::Range:
-      return data.range_repr;
+      return data.range_step == 1 ? fmt::format("range({}, {})", data.range_start, data.range_stop)
+                                  : fmt::format("range({}, {}, {})", data.range_start,
+                                                data.range_stop, data.range_step);
   }
   return {};
 }

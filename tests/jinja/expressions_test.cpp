@@ -64,6 +64,8 @@ TEST(JinjaExpressions, SubscriptsAndSlices) {
       {"{{ none.x }}|{{ xs.foo }}", "|"},
       {"{{ range(3) }}|{{ range(1, 10, 3)[1] }}|{{ range(3) == [0, 1, 2] }}|{{ range(2)|list }}",
        "range(0, 3)|4|False|[0, 1]"},
+      {"{{ range(3)[-1:] }}|{{ range(3)[::-1] }}|{{ range(1, 10, 3)[1:] }}",
+       "range(2, 3)|range(2, -1, -1)|range(4, 10, 3)"},
   };
   for (const Case& c : cases) expect_renders(c, ctx);
 }
