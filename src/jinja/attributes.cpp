@@ -109,8 +109,12 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
   auto b = slice_bound(start, &ok);
   auto e = slice_bound(stop, &ok);
   auto s = slice_bound(step, &ok);
-  if (obj.is_list() && obj.list_data().flavor == SeqFlavor::Range) {
-    runtime_fail("slicing a range is not supported; convert it with |list first");
+  if (obj.is_list() && obj.list_data().flavor == SeqFlavor::Range && ok) {
+    // A slice of a range is a range: range(r[i], r[j], r.step * k) with Python's clamping.
+    const ListData& r = obj.list_data();
+    SliceBounds sb = normalize_slice(r.items.size(), b, e, s);
+    return Value::range(r.range_start + sb.start * r.range_step,
+                        r.range_start + sb.stop * r.range_step, r.range_step * sb.step);
   }
   bool sliceable = obj.is_string() ||
                    (obj.is_list() && (obj.list_data().flavor == SeqFlavor::List || obj.is_tuple()));

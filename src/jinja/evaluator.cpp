@@ -281,6 +281,16 @@ Value Evaluator::make_macro(std::shared_ptr<const MacroDef> def, std::shared_ptr
 
 Value Evaluator::invoke_macro(const MacroDef& def, const std::shared_ptr<Frame>& closure,
                               CallArgs& args) {
+  // Recursive macros are fine; runaway recursion fails instead of overflowing the stack.
+  constexpr int kMaxMacroDepth = 100;
+  if (macro_depth_ >= kMaxMacroDepth) {
+    runtime_fail("maximum macro recursion depth exceeded in '" + def.name + "'");
+  }
+  ++macro_depth_;
+  struct DepthRestore {
+    int& depth;
+    ~DepthRestore() { --depth; }
+  } restore{macro_depth_};
   auto frame = enter_scope(def.scope, closure);
   const size_t n = def.params.size();
   std::vector<bool> bound(n, false);

@@ -63,6 +63,7 @@ class Evaluator {
 
   Value context_;
   std::shared_ptr<Frame> frame_;
+  int macro_depth_ = 0;
 };
 
 }  // namespace nanovllm::jinja

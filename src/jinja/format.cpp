@@ -197,7 +197,10 @@ std::string percent_format(const std::string& fmt_str, const Value& args, bool e
     if (next_arg >= positional.size()) runtime_fail("not enough arguments for format string");
     out += convert(positional[next_arg++], spec, escape_args);
   }
-  if (!used_mapping && next_arg < positional.size() && !(args.is_dict() && next_arg == 0)) {
+  // Python tolerates an unused argument that supports indexing (it may be meant as a mapping).
+  bool mapping_like =
+      args.is_dict() || args.is_undefined() || (args.is_indexable_sequence() && !args.is_tuple());
+  if (!used_mapping && next_arg < positional.size() && !(mapping_like && next_arg == 0)) {
     runtime_fail("not all arguments converted during string formatting");
   }
   return out;

@@ -33,16 +33,15 @@ Value range_fn(Evaluator&, CallArgs& args) {
     if (p.size() == 3) step = p[2].as_int();
   }
   if (step == 0) runtime_fail("range() arg 3 must not be zero");
-  ValueList out;
-  std::string repr = step == 1 ? fmt::format("range({}, {})", start, stop)
-                               : fmt::format("range({}, {}, {})", start, stop, step);
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-    if (static_cast<int64_t>(out.size()) >= kMaxRange) {
-      runtime_fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
-    }
-    out.emplace_back(i);
+  // Length computed as Python does, in 128 bits so that extreme bounds cannot overflow.
+  __int128 span =
+      step > 0 ? static_cast<__int128>(stop) - start : static_cast<__int128>(start) - stop;
+  __int128 abs_step = step > 0 ? step : -static_cast<__int128>(step);
+  __int128 length = span <= 0 ? 0 : (span + abs_step - 1) / abs_step;
+  if (length > kMaxRange) {
+    runtime_fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
   }
-  return Value::range(std::move(out), std::move(repr));
+  return Value::range(start, stop, step);
 }
 
 // dict(mapping or pairs, **kwargs) as Python builds it.

@@ -84,6 +84,8 @@ class Dumper {
   explicit Dumper(const JsonDumpOptions& options) : opt_(options) {}
 
   void dump(const Value& v, int depth) {
+    // Python's json.dumps raises RecursionError long before this.
+    if (depth > 500) runtime_fail("maximum nesting depth exceeded while writing JSON");
     switch (v.kind()) {
       case Value::Kind::None:
         out_ += "null";

@@ -9,7 +9,8 @@ namespace nanovllm::jinja {
 namespace {
 
 template <typename Json>
-Value convert(const Json& j) {
+Value convert(const Json& j, int depth) {
+  if (depth > 500) throw Error("template variable: JSON nested more than 500 levels deep");
   switch (j.type()) {
     case nlohmann::json::value_t::null:
       return Value::none();
@@ -31,14 +32,15 @@ Value convert(const Json& j) {
     case nlohmann::json::value_t::array: {
       ValueList items;
       items.reserve(j.size());
-      for (const auto& item : j) items.push_back(convert(item));
+      for (const auto& item : j) items.push_back(convert(item, depth + 1));
       return Value::list(std::move(items));
     }
     case nlohmann::json::value_t::object: {
       DictData d;
       d.entries.reserve(j.size());
       for (auto it = j.begin(); it != j.end(); ++it) {
-        d.entries.emplace_back(Value(it.key()), convert(it.value()));  // JSON keys are unique
+        d.entries.emplace_back(Value(it.key()),
+                               convert(it.value(), depth + 1));  // JSON keys are unique
       }
       return Value::dict(std::move(d));
     }
@@ -50,10 +52,10 @@ Value convert(const Json& j) {
 }  // namespace
 
 Value value_from_json(const nlohmann::json& j) {
-  return convert(j);
+  return convert(j, 0);
 }
 Value value_from_json(const nlohmann::ordered_json& j) {
-  return convert(j);
+  return convert(j, 0);
 }
 
 }  // namespace nanovllm::jinja

@@ -112,6 +112,8 @@ bool is_plain_sequence(const Value& v) {
 }  // namespace
 
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
+  // str % x formats str(x), and an Undefined's str() is "".
+  if (op == "%" && a.is_string()) return percent_format_value(a, b);
   if (a.is_undefined()) fail_undefined(a);
   if (b.is_undefined()) fail_undefined(b);
   if (a.is_number() && b.is_number()) {
@@ -168,7 +170,6 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if ((b.is_string() || is_plain_sequence(b)) && (a.is_int() || a.is_bool()))
       return repeat(b, a.as_int());
   }
-  if (op == "%" && a.is_string()) return percent_format_value(a, b);
   unsupported(op, a, b);
 }
 
@@ -226,6 +227,9 @@ bool contains(const Value& container, const Value& item) {
       }
       return false;
     case Value::Kind::Dict:
+      if ((item.is_list() && item.list_data().flavor == SeqFlavor::List) || item.is_dict()) {
+        runtime_fail("unhashable type: '" + item.type_name() + "'");
+      }
       return container.dict_data().find(item) != nullptr;
     case Value::Kind::Iterator: {
       IteratorState& st = container.iter_state();

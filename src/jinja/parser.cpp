@@ -129,7 +129,13 @@ Body Parser::parse_statements(const Token& opener, std::initializer_list<const c
   return body;
 }
 
+Parser::Nesting::Nesting(Parser& p) : p_(p) {
+  constexpr int kMaxNesting = 200;
+  if (++p_.nesting_ > kMaxNesting) p_.fail_here("the template nests too deeply");
+}
+
 StmtPtr Parser::parse_statement() {
+  Nesting nesting(*this);
   const Token& t = cur();
   if (t.type != TokenType::Name) fail_here("tag name expected");
   const std::string& tag = t.text;

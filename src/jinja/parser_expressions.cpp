@@ -34,6 +34,7 @@ ExprPtr Parser::parse_tuple(bool with_condexpr, const char* extra_end, bool expl
 }
 
 ExprPtr Parser::parse_condexpr() {
+  Nesting nesting(*this);
   const Token& at = cur();
   ExprPtr expr1 = parse_or();
   while (skip_name("if")) {
@@ -69,6 +70,7 @@ ExprPtr Parser::parse_and() {
 }
 
 ExprPtr Parser::parse_not() {
+  Nesting nesting(*this);
   if (is_name("not")) {
     auto node = make(ExprType::Not, next());
     node->a = parse_not();
@@ -152,6 +154,7 @@ ExprPtr Parser::parse_pow() {
 }
 
 ExprPtr Parser::parse_unary(bool with_filter) {
+  Nesting nesting(*this);
   ExprPtr node;
   if (is_op("-") || is_op("+")) {
     const Token& at = next();

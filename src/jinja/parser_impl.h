@@ -88,6 +88,20 @@ class Parser {
   std::vector<Token> toks_;
   size_t pos_ = 0;
   int loop_depth_ = 0;
+  int nesting_ = 0;
+
+  // Bounds the parser's recursion so that absurdly nested input fails instead of overflowing
+  // the stack (jinja2 hits Python's recursion limit far earlier).
+  class Nesting {
+   public:
+    explicit Nesting(Parser& p);
+    ~Nesting() { --p_.nesting_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+
+   private:
+    Parser& p_;
+  };
   std::vector<MacroDef*> macros_;
 };
 

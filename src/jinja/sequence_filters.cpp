@@ -125,7 +125,8 @@ Value f_reverse(Evaluator&, const Value& v, CallArgs& args) {
     std::reverse(cps.begin(), cps.end());
     return v.is_markup() ? Value::markup(utf8_encode(cps)) : Value(utf8_encode(cps));
   }
-  bool reversible = v.is_dict() || v.is_list();  // all of these have __reversed__
+  // reversed() works on all of these (an Undefined too); only generators fall back to a list.
+  bool reversible = v.is_dict() || v.is_list() || v.is_undefined();
   ValueList items = iterate(v);
   std::reverse(items.begin(), items.end());
   if (reversible) return Value::iterator(std::move(items));  // Python's reversed() iterator
@@ -201,8 +202,13 @@ Value f_sum(Evaluator&, const Value& v, CallArgs& args) {
 }
 
 // map(attribute='x', default=...) or map('filter', args...)
+// jinja2's map/select/reject skip falsy inputs (None, '', 0) instead of iterating them.
+ValueList iterate_if_truthy(const Value& v) {
+  return v.truthy() ? iterate(v) : ValueList{};
+}
+
 Value f_map(Evaluator& ev, const Value& v, CallArgs& args) {
-  ValueList items = iterate(v);
+  ValueList items = iterate_if_truthy(v);
   ValueList out;
   const Value* attribute = nullptr;
   const Value* fallback = nullptr;
@@ -248,7 +254,7 @@ Value select_items(Evaluator& ev, const Value& v, CallArgs& args, bool want, boo
                                args.positional.end()),
                      args.keyword};
   ValueList out;
-  for (const Value& item : iterate(v)) {
+  for (const Value& item : iterate_if_truthy(v)) {
     Value x = by_attribute ? lookup_path(item, attribute) : item;
     bool ok;
     if (has_test) {

@@ -8,6 +8,7 @@
 #include "jinja/filters.h"
 #include "jinja/format.h"
 #include "jinja/json_dump.h"
+#include "jinja/operators.h"
 #include "jinja/string_ops.h"
 #include "jinja/unicode.h"
 #include "jinja/value_format.h"
@@ -92,6 +93,10 @@ Value f_indent(Evaluator&, const Value& v, CallArgs& args) {
   }
   bool first = a.get_bool(1, false);
   bool blank = a.get_bool(2, false);
+  if (v.is_undefined()) fail_undefined(v);  // jinja2 appends "\n" to the value itself
+  if (!v.is_string()) {
+    runtime_fail("unsupported operand type(s) for +=: '" + v.type_name() + "' and 'str'");
+  }
   std::string s = python_str(v) + "\n";  // jinja2 appends a newline before splitting
   std::vector<std::string> lines = py_splitlines(s, false);
   std::string rv;
@@ -210,6 +215,7 @@ Value f_int(Evaluator&, const Value& v, CallArgs& args) {
   BoundArgs a("int", args, {"default", "base"});
   Value fallback = a.get_or(0, Value(0));
   int base = static_cast<int>(a.get_int(1).value_or(10));
+  if (v.is_undefined()) fail_undefined(v);  // Undefined.__int__ raises in jinja2
   if (v.is_int() || v.is_bool()) return Value(v.as_int());
   if (v.is_float()) {
     double d = v.as_double();
@@ -228,6 +234,7 @@ Value f_int(Evaluator&, const Value& v, CallArgs& args) {
 Value f_float(Evaluator&, const Value& v, CallArgs& args) {
   BoundArgs a("float", args, {"default"});
   Value fallback = a.get_or(0, Value(0.0));
+  if (v.is_undefined()) fail_undefined(v);
   if (v.is_number()) return Value(v.as_double());
   if (v.is_string()) {
     if (auto d = parse_float(v.str())) return Value(*d);

@@ -240,8 +240,8 @@ int64_t py_count(const std::string& s, const std::string& sub, std::optional<int
   return n;
 }
 
-std::vector<size_t> slice_indices(size_t length, std::optional<int64_t> start,
-                                  std::optional<int64_t> stop, std::optional<int64_t> step) {
+SliceBounds normalize_slice(size_t length, std::optional<int64_t> start,
+                            std::optional<int64_t> stop, std::optional<int64_t> step) {
   int64_t st = step.value_or(1);
   if (st == 0) runtime_fail("slice step cannot be zero");
   int64_t len = static_cast<int64_t>(length);
@@ -256,15 +256,16 @@ std::vector<size_t> slice_indices(size_t length, std::optional<int64_t> start,
     }
     return x;
   };
+  if (st > 0) return {adjust(start, 0, len, 0), adjust(stop, 0, len, len), st};
+  return {adjust(start, -1, len - 1, len - 1), adjust(stop, -1, len - 1, -1), st};
+}
+
+std::vector<size_t> slice_indices(size_t length, std::optional<int64_t> start,
+                                  std::optional<int64_t> stop, std::optional<int64_t> step) {
+  SliceBounds b = normalize_slice(length, start, stop, step);
   std::vector<size_t> out;
-  if (st > 0) {
-    int64_t b = adjust(start, 0, len, 0);
-    int64_t e = adjust(stop, 0, len, len);
-    for (int64_t i = b; i < e; i += st) out.push_back(static_cast<size_t>(i));
-  } else {
-    int64_t b = adjust(start, -1, len - 1, len - 1);
-    int64_t e = adjust(stop, -1, len - 1, -1);
-    for (int64_t i = b; i > e; i += st) out.push_back(static_cast<size_t>(i));
+  for (int64_t i = b.start; b.step > 0 ? i < b.stop : i > b.stop; i += b.step) {
+    out.push_back(static_cast<size_t>(i));
   }
   return out;
 }

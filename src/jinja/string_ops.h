@@ -25,6 +25,13 @@ int64_t py_find(const std::string& s, const std::string& sub, std::optional<int6
 int64_t py_count(const std::string& s, const std::string& sub, std::optional<int64_t> start,
                  std::optional<int64_t> end);
 
+// slice.indices(length): bounds clamped the way Python does before selecting.
+struct SliceBounds {
+  int64_t start, stop, step;
+};
+SliceBounds normalize_slice(size_t length, std::optional<int64_t> start,
+                            std::optional<int64_t> stop, std::optional<int64_t> step);
+
 // Python slice semantics: the indices selected by [start:stop:step] in a sequence of `length`.
 std::vector<size_t> slice_indices(size_t length, std::optional<int64_t> start,
                                   std::optional<int64_t> stop, std::optional<int64_t> step);

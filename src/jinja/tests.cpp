@@ -21,23 +21,14 @@ void no_args(const char* name, const CallArgs& args) {
   BoundArgs(name, args, {});
 }
 
-int64_t mod2(const Value& v) {
-  if (v.is_undefined()) fail_undefined(v);
-  if (v.is_float()) {
-    double m = std::fmod(v.as_double(), 2.0);
-    return m == 0 ? 0 : 1;
-  }
-  if (!(v.is_int() || v.is_bool())) {
-    runtime_fail("unsupported operand type(s) for %: '" + v.type_name() + "' and 'int'");
-  }
-  return floor_mod(v.as_int(), 2);
-}
-
+// jinja2: value % 2 == 1 / value % 2 == 0 (so 2.5 is neither odd nor even).
 bool t_odd(Evaluator&, const Value& v, CallArgs& a) {
-  return no_args("odd", a), mod2(v) == 1;
+  no_args("odd", a);
+  return values_equal(binary_op("%", v, Value(2)), Value(1));
 }
 bool t_even(Evaluator&, const Value& v, CallArgs& a) {
-  return no_args("even", a), mod2(v) == 0;
+  no_args("even", a);
+  return values_equal(binary_op("%", v, Value(2)), Value(0));
 }
 
 bool t_divisibleby(Evaluator&, const Value& v, CallArgs& args) {

@@ -27,12 +27,14 @@ Value Value::markup(std::string s) {
 
 Value Value::list(ValueList items, SeqFlavor flavor) {
   return Value(Kind::List,
-               std::make_shared<const ListData>(ListData{std::move(items), flavor, {}}));
+               std::make_shared<const ListData>(ListData{std::move(items), flavor, 0, 0, 1}));
 }
 
-Value Value::range(ValueList items, std::string repr) {
+Value Value::range(int64_t start, int64_t stop, int64_t step) {
+  ValueList items;
+  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) items.emplace_back(i);
   return Value(Kind::List, std::make_shared<const ListData>(
-                               ListData{std::move(items), SeqFlavor::Range, std::move(repr)}));
+                               ListData{std::move(items), SeqFlavor::Range, start, stop, step}));
 }
 
 Value Value::dict(DictData data) {

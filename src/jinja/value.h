@@ -49,7 +49,7 @@ enum class SeqFlavor : uint8_t { List, Tuple, DictItems, DictKeys, DictValues, R
 struct ListData {
   ValueList items;
   SeqFlavor flavor = SeqFlavor::List;
-  std::string range_repr;  // "range(0, 3)" for a Range
+  int64_t range_start = 0, range_stop = 0, range_step = 1;  // for a Range
 };
 
 // Insertion-ordered mapping with Python key semantics (1, 1.0 and True are one key).
@@ -95,7 +95,8 @@ class Value {
   static Value markup(std::string s);  // a string jinja2 would hold as Markup (from `safe`)
   static Value list(ValueList items, SeqFlavor flavor = SeqFlavor::List);
   static Value tuple(ValueList items) { return list(std::move(items), SeqFlavor::Tuple); }
-  static Value range(ValueList items, std::string repr);
+  // Python's range(start, stop, step); step != 0.
+  static Value range(int64_t start, int64_t stop, int64_t step);
   static Value dict(DictData data = {});
   static Value object(std::shared_ptr<Object> obj);
   static Value callable(std::string name, NativeFunction fn);

@@ -78,59 +78,68 @@ std::string string_repr(const std::string& s) {
 
 namespace {
 
-std::string join_reprs(const ValueList& items) {
+// Containers nested deeper than this fail instead of overflowing the stack (Python raises
+// RecursionError far earlier).
+constexpr int kMaxDepth = 500;
+
+std::string repr_at(const Value& v, int depth);
+std::string str_at(const Value& v, int depth);
+
+std::string join_reprs(const ValueList& items, int depth) {
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += ", ";
-    out += python_repr(items[i]);
+    out += repr_at(items[i], depth + 1);
   }
   return out;
 }
 
-std::string sequence_repr(const Value& v) {
+std::string sequence_repr(const Value& v, int depth) {
   const ListData& data = v.list_data();
   switch (data.flavor) {
     case SeqFlavor::List:
-      return fmt::format("[{}]", join_reprs(data.items));
+      return fmt::format("[{}]", join_reprs(data.items, depth));
     case SeqFlavor::Tuple:
-      return fmt::format("({}{}", join_reprs(data.items), data.items.size() == 1 ? ",)" : ")");
+      return fmt::format("({}{}", join_reprs(data.items, depth),
+                         data.items.size() == 1 ? ",)" : ")");
     case SeqFlavor::DictItems:
-      return fmt::format("dict_items([{}])", join_reprs(data.items));
+      return fmt::format("dict_items([{}])", join_reprs(data.items, depth));
     case SeqFlavor::DictKeys:
-      return fmt::format("dict_keys([{}])", join_reprs(data.items));
+      return fmt::format("dict_keys([{}])", join_reprs(data.items, depth));
     case SeqFlavor::DictValues:
-      return fmt::format("dict_values([{}])", join_reprs(data.items));
+      return fmt::format("dict_values([{}])", join_reprs(data.items, depth));
     case SeqFlavor::Range:
-      return data.range_repr;
+      return data.range_step == 1 ? fmt::format("range({}, {})", data.range_start, data.range_stop)
+                                  : fmt::format("range({}, {}, {})", data.range_start,
+                                                data.range_stop, data.range_step);
   }
   return {};
 }
 
-std::string dict_repr(const DictData& d) {
+std::string dict_repr(const DictData& d, int depth) {
   std::string out = "{";
   bool first = true;
   for (const auto& [k, val] : d.entries) {
     if (!first) out += ", ";
     first = false;
-    out += python_repr(k) + ": " + python_repr(val);
+    out += repr_at(k, depth + 1) + ": " + repr_at(val, depth + 1);
   }
   return out + "}";
 }
 
-}  // namespace
-
-std::string python_repr(const Value& v) {
+std::string repr_at(const Value& v, int depth) {
+  if (depth > kMaxDepth) runtime_fail("maximum nesting depth exceeded while printing a value");
   switch (v.kind()) {
     case Value::Kind::String:
       return v.is_markup() ? "Markup(" + string_repr(v.str()) + ")" : string_repr(v.str());
     case Value::Kind::Undefined:
       return "Undefined";
     default:
-      return python_str(v);
+      return str_at(v, depth);
   }
 }
 
-std::string python_str(const Value& v) {
+std::string str_at(const Value& v, int depth) {
   switch (v.kind()) {
     case Value::Kind::Undefined:
       return {};
@@ -145,14 +154,14 @@ std::string python_str(const Value& v) {
     case Value::Kind::String:
       return v.str();
     case Value::Kind::List:
-      return sequence_repr(v);
+      return sequence_repr(v, depth);
     case Value::Kind::Dict:
-      return dict_repr(v.dict_data());
+      return dict_repr(v.dict_data(), depth);
     case Value::Kind::Object:
       if (v.obj().is_namespace) {
         DictData d;
         for (const auto& [k, val] : v.obj().attrs) d.set(Value(k), val);
-        return "<Namespace " + dict_repr(d) + ">";
+        return "<Namespace " + dict_repr(d, depth) + ">";
       }
       runtime_fail("cannot print a '" + v.type_name() + "' object");
     case Value::Kind::Callable:
@@ -161,6 +170,15 @@ std::string python_str(const Value& v) {
       runtime_fail("cannot print a generator; convert it with |list or |join first");
   }
   return {};
+}
+
+}  // namespace
+
+std::string python_repr(const Value& v) {
+  return repr_at(v, 0);
+}
+std::string python_str(const Value& v) {
+  return str_at(v, 0);
 }
 
 }  // namespace nanovllm::jinja

@@ -48,6 +48,23 @@ TEST(JinjaErrors, SyntaxErrorsCarryPositions) {
   EXPECT_EQ(parse_error("{{ (1 }}").message(), "unexpected '}', expected ')'");
 }
 
+TEST(JinjaErrors, RunawayNestingFailsInsteadOfOverflowingTheStack) {
+  EXPECT_EQ(
+      parse_error("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}").message(),
+      "the template nests too deeply");
+  EXPECT_EQ(parse_error("{{ " + std::string(5000, '-') + "1 }}").message(),
+            "the template nests too deeply");
+  EXPECT_EQ(render_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").message(),
+            "maximum macro recursion depth exceeded in 'f'");
+  EXPECT_EQ(render("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% endif %}{{ n % 10 }}"
+                   "{% endmacro %}{{ f(20) }}"),
+            "012345678901234567890");
+  EXPECT_EQ(render_error("{% set ns = namespace(x=[]) %}{% for i in range(2000) %}"
+                         "{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|tojson }}")
+                .message(),
+            "maximum nesting depth exceeded while writing JSON");
+}
+
 TEST(JinjaErrors, RuntimeErrorsCarryPositions) {
   TemplateError e = render_error("ok\n{{ 1 + 'a' }}");
   EXPECT_EQ(e.message(), "unsupported operand type(s) for +: 'int' and 'str'");

@@ -64,6 +64,8 @@ TEST(JinjaExpressions, SubscriptsAndSlices) {
       {"{{ none.x }}|{{ xs.foo }}", "|"},
       {"{{ range(3) }}|{{ range(1, 10, 3)[1] }}|{{ range(3) == [0, 1, 2] }}|{{ range(2)|list }}",
        "range(0, 3)|4|False|[0, 1]"},
+      {"{{ range(3)[-1:] }}|{{ range(3)[::-1] }}|{{ range(1, 10, 3)[1:] }}",
+       "range(2, 3)|range(2, -1, -1)|range(4, 10, 3)"},
   };
   for (const Case& c : cases) expect_renders(c, ctx);
 }
@@ -76,11 +78,15 @@ TEST(JinjaExpressions, UndefinedBehavesLikeJinja2) {
       {"{% for x in missing %}x{% else %}empty{% endfor %}", "empty"},
       {"{{ missing == other_missing }}{{ missing ~ 'x' }}", "Truex"},
       {"{% if missing %}yes{% else %}no{% endif %}", "no"},
+      {"[{{ '%s' % missing }}]{{ '%r' % missing }}{{ missing|upper }}{{ missing|join(',') }}",
+       "[]Undefined"},
   };
   for (const Case& c : cases) expect_renders(c);
   // Attribute access on an undefined value raises, as in jinja2.
   EXPECT_EQ(render_error("{{ missing.attr }}").message(), "'missing' is undefined");
   EXPECT_EQ(render_error("{{ missing + 1 }}").message(), "'missing' is undefined");
+  EXPECT_EQ(render_error("{{ missing|int }}").message(), "'missing' is undefined");
+  EXPECT_EQ(render_error("{{ missing|indent }}").message(), "'missing' is undefined");
   EXPECT_EQ(render_error("{{ d.x.y }}", {{"d", nlohmann::ordered_json::object()}}).message(),
             "'dict object' has no attribute 'x'");
 }
