@@ -26,6 +26,7 @@ enum class ExprType {
   Getattr,   // a.name
   Getitem,   // a[b]
   Slice,     // a[b:c:d], each bound may be null
+  // Calls, filters and tests take items (positional), kwargs, c (*args) and d (**kwargs).
   Call,      // a(items..., kwargs...)
   Filter,    // a|name(items..., kwargs...); a is null inside {% filter %} / {% set x | f %}
   Test,      // a is name(items..., kwargs...)

@@ -365,11 +365,25 @@ CallArgs Evaluator::eval_args(const Expr& e) {
   CallArgs args;
   args.positional.reserve(e.items.size());
   for (const auto& item : e.items) args.positional.push_back(eval(*item));
-  for (const auto& [key, value] : e.kwargs) {
+  if (e.c) {
+    for (Value& v : iterate(eval(*e.c))) args.positional.push_back(std::move(v));
+  }
+  auto add_keyword = [&](const std::string& key, Value value) {
     for (const auto& [seen, _] : args.keyword) {
       if (seen == key) runtime_fail("got multiple values for keyword argument '" + key + "'");
     }
-    args.keyword.emplace_back(key, eval(*value));
+    args.keyword.emplace_back(key, std::move(value));
+  };
+  for (const auto& [key, value] : e.kwargs) add_keyword(key, eval(*value));
+  if (e.d) {
+    Value mapping = eval(*e.d);
+    if (!mapping.is_dict()) {
+      runtime_fail("argument after ** must be a mapping, not " + mapping.type_name());
+    }
+    for (const auto& [k, v] : mapping.dict_data().entries) {
+      if (!k.is_string()) runtime_fail("keywords must be strings");
+      add_keyword(k.str(), v);
+    }
   }
   return args;
 }
