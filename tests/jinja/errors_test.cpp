@@ -39,6 +39,10 @@ TEST(JinjaErrors, SyntaxErrorsCarryPositions) {
   EXPECT_EQ(parse_error("{{ 'abc").message(), "unexpected end of string");
   EXPECT_EQ(parse_error("{# never closed").message(), "Missing end of comment tag");
   EXPECT_EQ(parse_error("{% break %}").message(), "'break' outside loop");
+  EXPECT_EQ(parse_error("{% macro m(caller) %}{{ caller() }}{% endmacro %}")
+                .message()
+                .rfind("When defining macros or call blocks the special \"caller\"", 0),
+            0u);
   EXPECT_EQ(parse_error("{% include 'x' %}").message(), "the 'include' tag is not supported");
   EXPECT_EQ(parse_error("{% for x in y recursive %}{% endfor %}").message(),
             "recursive for loops are not supported");
@@ -83,6 +87,8 @@ TEST(JinjaErrors, RuntimeErrorsCarryPositions) {
   EXPECT_EQ(render_error("{{ [1].append(2) }}").message(),
             "access to attribute 'append' of 'list' object is unsafe.");
   EXPECT_EQ(render_error("{{ x[1:2:0] }}", {{"x", {1}}}).message(), "slice step cannot be zero");
+  EXPECT_EQ(render_error("{% macro f(a) %}{% endmacro %}{{ f(1, z=2) }}").message(),
+            "macro 'f' takes no keyword argument 'z'");
   EXPECT_EQ(render_error("{{ 2 ** 100 }}").message(),
             "integer overflow: results beyond 64 bits are not supported");
   EXPECT_EQ(render_error("{{ [1]|select('odd')|length }}").message(),
