@@ -18,14 +18,15 @@ using FilterFn = Value (*)(Evaluator&, const Value& input, CallArgs& args);
 using TestFn = bool (*)(Evaluator&, const Value& input, CallArgs& args);
 
 enum class ExprType {
-  Literal,   // value
-  Name,      // name
-  List,      // items
-  Tuple,     // items
-  Dict,      // items: key, value, key, value, ...
-  Getattr,   // a.name
-  Getitem,   // a[b]
-  Slice,     // a[b:c:d], each bound may be null
+  Literal,  // value
+  Name,     // name
+  List,     // items
+  Tuple,    // items
+  Dict,     // items: key, value, key, value, ...
+  Getattr,  // a.name
+  Getitem,  // a[b]
+  Slice,    // a[b:c:d], each bound may be null
+  // Calls, filters and tests take items (positional), kwargs, c (*args) and d (**kwargs).
   Call,      // a(items..., kwargs...)
   Filter,    // a|name(items..., kwargs...); a is null inside {% filter %} / {% set x | f %}
   Test,      // a is name(items..., kwargs...)

@@ -1,5 +1,8 @@
 #include "jinja/evaluator.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "jinja/attributes.h"
 #include "jinja/error.h"
 #include "jinja/filters.h"
@@ -279,6 +282,65 @@ Value Evaluator::make_macro(std::shared_ptr<const MacroDef> def, std::shared_ptr
       });
 }
 
+// jinja2's Macro.__call__: positional arguments first; keywords only fill the parameters
+// positional ones left open; the rest go to `kwargs` when the macro reads it.
+std::vector<bool> Evaluator::bind_macro_arguments(const MacroDef& def, const CallArgs& args,
+                                                  Frame& frame) {
+  const size_t n = def.params.size();
+  std::vector<bool> bound(n, false);
+  const size_t given = std::min(args.positional.size(), n);
+  for (size_t i = 0; i < given; ++i) {
+    frame.set(def.params[i].name, args.positional[i]);
+    bound[i] = true;
+  }
+  std::vector<std::pair<std::string, Value>> keywords = args.keyword;
+  auto take_keyword = [&](const std::string& name) -> std::optional<Value> {
+    for (auto it = keywords.begin(); it != keywords.end(); ++it) {
+      if (it->first == name) {
+        Value v = std::move(it->second);
+        keywords.erase(it);
+        return v;
+      }
+    }
+    return std::nullopt;
+  };
+  bool found_caller = false;
+  for (size_t i = given; i < n; ++i) {
+    if (auto v = take_keyword(def.params[i].name)) {
+      frame.set(def.params[i].name, *v);
+      bound[i] = true;
+    }
+    if (def.params[i].name == "caller") found_caller = true;
+  }
+  if (given == n) {
+    for (const MacroParam& p : def.params) found_caller = found_caller || p.name == "caller";
+  }
+  if (def.uses_caller && !found_caller) {
+    auto caller = take_keyword("caller");
+    frame.set("caller", caller ? *caller : Value::undefined("No caller defined"));
+  }
+  if (def.uses_kwargs) {
+    DictData extra;
+    for (auto& [k, v] : keywords) extra.set(Value(k), std::move(v));
+    frame.set("kwargs", Value::dict(std::move(extra)));
+  } else if (!keywords.empty()) {
+    if (take_keyword("caller")) {
+      runtime_fail("macro '" + def.name +
+                   "' was invoked with two values for the special caller argument");
+    }
+    runtime_fail("macro '" + def.name + "' takes no keyword argument '" + keywords[0].first + "'");
+  }
+  if (def.uses_varargs) {
+    ValueList rest(args.positional.begin() + static_cast<std::ptrdiff_t>(given),
+                   args.positional.end());
+    frame.set("varargs", Value::tuple(std::move(rest)));
+  } else if (args.positional.size() > n) {
+    runtime_fail("macro '" + def.name + "' takes not more than " + std::to_string(n) +
+                 " argument(s)");
+  }
+  return bound;
+}
+
 Value Evaluator::invoke_macro(const MacroDef& def, const std::shared_ptr<Frame>& closure,
                               CallArgs& args) {
   // Recursive macros are fine; runaway recursion fails instead of overflowing the stack.
@@ -292,46 +354,10 @@ Value Evaluator::invoke_macro(const MacroDef& def, const std::shared_ptr<Frame>&
     ~DepthRestore() { --depth; }
   } restore{macro_depth_};
   auto frame = enter_scope(def.scope, closure);
-  const size_t n = def.params.size();
-  std::vector<bool> bound(n, false);
-  for (size_t i = 0; i < args.positional.size() && i < n; ++i) {
-    frame->set(def.params[i].name, args.positional[i]);
-    bound[i] = true;
-  }
-  if (args.positional.size() > n && !def.uses_varargs) {
-    runtime_fail("macro '" + def.name + "' takes not more than " + std::to_string(n) +
-                 " argument(s)");
-  }
-  DictData extra_kwargs;
-  bool caller_given = false;
-  for (auto& [key, value] : args.keyword) {
-    size_t i = 0;
-    while (i < n && def.params[i].name != key) ++i;
-    if (i < n) {
-      if (bound[i])
-        runtime_fail("macro '" + def.name + "' got multiple values for argument '" + key + "'");
-      frame->set(key, value);
-      bound[i] = true;
-    } else if (key == "caller" && def.uses_caller) {
-      frame->set("caller", value);
-      caller_given = true;
-    } else if (def.uses_kwargs) {
-      extra_kwargs.set(Value(key), value);
-    } else {
-      runtime_fail("macro '" + def.name + "' takes no keyword argument '" + key + "'");
-    }
-  }
-  if (def.uses_varargs) {
-    ValueList rest;
-    for (size_t i = n; i < args.positional.size(); ++i) rest.push_back(args.positional[i]);
-    frame->set("varargs", Value::tuple(std::move(rest)));
-  }
-  if (def.uses_kwargs) frame->set("kwargs", Value::dict(std::move(extra_kwargs)));
-  if (def.uses_caller && !caller_given) {
-    frame->set("caller", Value::undefined("'caller' is undefined"));
-  }
+  std::vector<bool> bound = bind_macro_arguments(def, args, *frame);
   FrameScope scope(frame_, frame);
-  for (size_t i = 0; i < n; ++i) {
+  // Defaults are evaluated inside the macro, so they may use the arguments before them.
+  for (size_t i = 0; i < def.params.size(); ++i) {
     if (bound[i]) continue;
     const MacroParam& p = def.params[i];
     frame->set(p.name, p.default_value
@@ -365,11 +391,25 @@ CallArgs Evaluator::eval_args(const Expr& e) {
   CallArgs args;
   args.positional.reserve(e.items.size());
   for (const auto& item : e.items) args.positional.push_back(eval(*item));
-  for (const auto& [key, value] : e.kwargs) {
+  if (e.c) {
+    for (Value& v : iterate(eval(*e.c))) args.positional.push_back(std::move(v));
+  }
+  auto add_keyword = [&](const std::string& key, Value value) {
     for (const auto& [seen, _] : args.keyword) {
       if (seen == key) runtime_fail("got multiple values for keyword argument '" + key + "'");
     }
-    args.keyword.emplace_back(key, eval(*value));
+    args.keyword.emplace_back(key, std::move(value));
+  };
+  for (const auto& [key, value] : e.kwargs) add_keyword(key, eval(*value));
+  if (e.d) {
+    Value mapping = eval(*e.d);
+    if (!mapping.is_dict()) {
+      runtime_fail("argument after ** must be a mapping, not " + mapping.type_name());
+    }
+    for (const auto& [k, v] : mapping.dict_data().entries) {
+      if (!k.is_string()) runtime_fail("keywords must be strings");
+      add_keyword(k.str(), v);
+    }
   }
   return args;
 }

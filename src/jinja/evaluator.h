@@ -60,6 +60,9 @@ class Evaluator {
   void assign(const AssignTarget& target, const Value& value, Frame& frame);
   Value make_macro(std::shared_ptr<const MacroDef> def, std::shared_ptr<Frame> closure);
   Value invoke_macro(const MacroDef& def, const std::shared_ptr<Frame>& closure, CallArgs& args);
+  // Binds arguments into the macro's frame; returns which parameters were given.
+  static std::vector<bool> bind_macro_arguments(const MacroDef& def, const CallArgs& args,
+                                                Frame& frame);
 
   Value context_;
   std::shared_ptr<Frame> frame_;

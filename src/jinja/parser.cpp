@@ -263,6 +263,13 @@ StmtPtr Parser::parse_macro() {
   s->macro->name = expect_name().text;
   parse_signature(*s->macro);
   s->macro->body = parse_macro_body(at, *s->macro, "endmacro");
+  for (const MacroParam& p : s->macro->params) {
+    if (p.name == "caller" && s->macro->uses_caller && !p.default_value) {
+      fail_at(at,
+              "When defining macros or call blocks the special \"caller\" argument must be "
+              "omitted or be given a default.");
+    }
+  }
   return s;
 }
 

@@ -334,13 +334,24 @@ void Parser::parse_call_args(Expr& node) {
       expect_op(",");
       if (is_op(")")) break;
     }
-    if (is_op("*") || is_op("**")) fail_here("*args and **kwargs in calls are not supported");
-    if (cur().type == TokenType::Name && look().type == TokenType::Operator && look().text == "=") {
+    if (is_op("*")) {
+      if (node.c || node.d) fail_at(at, "invalid syntax for function call expression");
+      next();
+      node.c = parse_expression();
+    } else if (is_op("**")) {
+      if (node.d) fail_at(at, "invalid syntax for function call expression");
+      next();
+      node.d = parse_expression();
+    } else if (cur().type == TokenType::Name && look().type == TokenType::Operator &&
+               look().text == "=") {
+      if (node.d) fail_at(at, "invalid syntax for function call expression");
       std::string key = next().text;
       next();
       node.kwargs.emplace_back(std::move(key), parse_expression());
     } else {
-      if (!node.kwargs.empty()) fail_at(at, "invalid syntax for function call expression");
+      if (!node.kwargs.empty() || node.c || node.d) {
+        fail_at(at, "invalid syntax for function call expression");
+      }
       node.items.push_back(parse_expression());
     }
     require_comma = true;

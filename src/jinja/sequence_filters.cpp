@@ -138,9 +138,15 @@ Value f_sort(Evaluator&, const Value& v, CallArgs& args) {
   bool reverse = a.get_bool(0, false);
   bool case_sensitive = a.get_bool(1, false);
   ValueList items = iterate(v);
+  // jinja2 sorts by a list of keys (one per attribute), so equal items such as None or
+  // Undefined are never compared with `<`.
+  const Value& attribute = a.get(2);
+  bool several = attribute.is_string() && attribute.str().find(',') != std::string::npos;
   std::vector<std::pair<Value, Value>> keyed;
-  for (const Value& item : items)
-    keyed.emplace_back(sort_key(item, a.get(2), case_sensitive), item);
+  for (const Value& item : items) {
+    Value key = sort_key(item, attribute, case_sensitive);
+    keyed.emplace_back(several ? std::move(key) : Value::list({std::move(key)}), item);
+  }
   std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& x, const auto& y) {
     return reverse ? less_than(y.first, x.first) : less_than(x.first, y.first);
   });

@@ -125,6 +125,11 @@ Value partition(const Value& self, const CallArgs& args, bool from_right) {
 
 Value call_string_method(const std::string& name, const Value& self, const CallArgs& args) {
   const std::string& s = self.str();
+  // Python's str methods take positional arguments only, except these.
+  if (!args.keyword.empty() && name != "split" && name != "rsplit" && name != "splitlines" &&
+      name != "format") {
+    runtime_fail("str." + name + "() takes no keyword arguments");
+  }
   auto no_args = [&](const char* n) { BoundArgs(n, args, {}); };
   if (name == "startswith") return affix_test(self, args, true);
   if (name == "endswith") return affix_test(self, args, false);

@@ -35,9 +35,7 @@ std::vector<std::string> split_whitespace(const std::u32string& s, int64_t maxsp
       while (i < n && is_py_space(s[i])) ++i;
       if (i >= n) break;
       if (maxsplit >= 0 && static_cast<int64_t>(out.size()) == maxsplit) {
-        size_t e = n;
-        while (e > i && is_py_space(s[e - 1])) --e;
-        out.push_back(utf8_encode(std::u32string_view(s).substr(i, e - i)));
+        out.push_back(utf8_encode(std::u32string_view(s).substr(i)));  // keeps trailing spaces
         break;
       }
       size_t j = i;
@@ -52,9 +50,7 @@ std::vector<std::string> split_whitespace(const std::u32string& s, int64_t maxsp
     while (e > 0 && is_py_space(s[e - 1])) --e;
     if (e == 0) break;
     if (maxsplit >= 0 && static_cast<int64_t>(out.size()) == maxsplit) {
-      size_t b = 0;
-      while (b < e && is_py_space(s[b])) ++b;
-      out.push_back(utf8_encode(std::u32string_view(s).substr(b, e - b)));
+      out.push_back(utf8_encode(std::u32string_view(s).substr(0, e)));  // keeps leading spaces
       break;
     }
     size_t j = e;

@@ -2,7 +2,10 @@
 // conventions for the template variables.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -89,6 +92,27 @@ TEST(ChatTemplate, VariablesFollowTransformersConventions) {
   EXPECT_THROW(chat.render(json::object(), false), Error);
   EXPECT_THROW(chat.render(json::array({1}), false), Error);
   EXPECT_THROW(chat.render(json::array(), false, {{"messages", 1}}), Error);
+}
+
+TEST(ChatTemplate, RendersConcurrentlyFromOneParsedTemplate) {
+  ChatTemplate chat(qwen3_template());
+  ordered_json messages = ordered_json::parse(R"([
+    {"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+    {"role": "assistant", "content": "<think>r</think>a"}, {"role": "user", "content": "u2"}])");
+  const std::string expected = chat.render_ordered(messages, true, {{"enable_thinking", false}});
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        if (chat.render_ordered(messages, true, {{"enable_thinking", false}}) != expected) {
+          ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST(ChatTemplate, RaiseExceptionSurfacesTheTemplatesMessage) {

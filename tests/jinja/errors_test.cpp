@@ -39,12 +39,16 @@ TEST(JinjaErrors, SyntaxErrorsCarryPositions) {
   EXPECT_EQ(parse_error("{{ 'abc").message(), "unexpected end of string");
   EXPECT_EQ(parse_error("{# never closed").message(), "Missing end of comment tag");
   EXPECT_EQ(parse_error("{% break %}").message(), "'break' outside loop");
+  EXPECT_EQ(parse_error("{% macro m(caller) %}{{ caller() }}{% endmacro %}")
+                .message()
+                .rfind("When defining macros or call blocks the special \"caller\"", 0),
+            0u);
   EXPECT_EQ(parse_error("{% include 'x' %}").message(), "the 'include' tag is not supported");
   EXPECT_EQ(parse_error("{% for x in y recursive %}{% endfor %}").message(),
             "recursive for loops are not supported");
   EXPECT_EQ(parse_error("{% set 1 = 2 %}").message(), "can't assign to '1'");
-  EXPECT_EQ(parse_error("{{ f(*args) }}").message(),
-            "*args and **kwargs in calls are not supported");
+  EXPECT_EQ(parse_error("{{ f(**a, *b) }}").message(),
+            "invalid syntax for function call expression");
   EXPECT_EQ(parse_error("{{ (1 }}").message(), "unexpected '}', expected ')'");
 }
 
@@ -83,12 +87,16 @@ TEST(JinjaErrors, RuntimeErrorsCarryPositions) {
   EXPECT_EQ(render_error("{{ [1].append(2) }}").message(),
             "access to attribute 'append' of 'list' object is unsafe.");
   EXPECT_EQ(render_error("{{ x[1:2:0] }}", {{"x", {1}}}).message(), "slice step cannot be zero");
+  EXPECT_EQ(render_error("{% macro f(a) %}{% endmacro %}{{ f(1, z=2) }}").message(),
+            "macro 'f' takes no keyword argument 'z'");
   EXPECT_EQ(render_error("{{ 2 ** 100 }}").message(),
             "integer overflow: results beyond 64 bits are not supported");
   EXPECT_EQ(render_error("{{ [1]|select('odd')|length }}").message(),
             "object of type 'generator' has no len()");
   EXPECT_EQ(render_error("{{ 'x'|urlize }}").message(),
             "the 'urlize' filter is not supported by this template engine");
+  EXPECT_EQ(render_error("{{ 'abc'.replace('a', 'x', count=1) }}").message(),
+            "str.replace() takes no keyword arguments");
   EXPECT_EQ(render_error("{{ 'x'.zfill(3) }}").message(),
             "str.zfill() is not supported by this template engine");
   EXPECT_EQ(

@@ -115,6 +115,8 @@ TEST(JinjaExpressions, StringMethods) {
       {"{{ 'a,b,,c'.split(',') }}{{ ' a  b '.split() }}{{ 'a,b,c'.split(',', 1) }}",
        "['a', 'b', '', 'c']['a', 'b']['a', 'b,c']"},
       {"{{ 'a,b,c'.rsplit(',', 1) }}{{ 'a b'.split(none, 1) }}", "['a,b', 'c']['a', 'b']"},
+      {"{{ ' 1 2 3 '.split(none, 1) }}{{ ' 1 2 3 '.rsplit(none, 1) }}{{ 'a b'.split(maxsplit=0) }}",
+       "['1', '2 3 '][' 1 2', '3']['a b']"},
       {"{{ 'xxhixx'.strip('x') }}|{{ '  hi '.lstrip() }}|{{ '\\nhi\\n'.rstrip('\\n') }}|",
        "hi|hi |\nhi|"},
       {"{{ 'ab\\ncd\\r\\nef'.splitlines() }}{{ 'abcabc'.find('c') }}{{ 'abcabc'.count('b') }}",

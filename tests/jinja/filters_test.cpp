@@ -45,6 +45,8 @@ TEST(JinjaFilters, Sequences) {
   const Case cases[] = {
       {"{{ [3,1,2]|sort }}|{{ ['b','A','a']|sort }}|{{ [3,1,2]|sort(reverse=true) }}",
        "[1, 2, 3]|['A', 'a', 'b']|[3, 2, 1]"},
+      {"{{ [none, none]|sort }}{{ [0, true, false, 1, 0.5]|sort }}{{ [u1, u2]|sort }}",
+       "[None, None][0, False, 0.5, True, 1][Undefined, Undefined]"},
       {"{{ ['a','A','b']|unique|list }}|{{ [1,2,1]|unique|list }}", "['a', 'b']|[1, 2]"},
       {"{{ xs|map(attribute='n')|list }}|{{ xs|selectattr('n','odd')|list }}|{{ "
        "xs|rejectattr('n')|list }}",

@@ -95,6 +95,13 @@ TEST(JinjaStatements, MacrosAndCallBlocks) {
        "<6>"},
       {"{% set g = 'G' %}{% macro m() %}{{ g }}{% endmacro %}{{ m() }}", "G"},
       {"{% macro m(a, b=a * 2) %}{{ b }}{% endmacro %}{{ m(4) }}", "8"},
+      {"{% macro f(a, b=2) %}{{ a }}{{ b }}{{ varargs }}{{ kwargs }}{% endmacro %}"
+       "{{ f(*[1, 2, 3]) }}|{{ f(**{'a': 5, 'z': 1}) }}",
+       "12(3,){}|52(){'z': 1}"},
+      {"{% set d = {'a': 1} %}{{ namespace(**d).a }}{{ dict(d, b=2) }}", "1{'a': 1, 'b': 2}"},
+      // A keyword naming a parameter already given positionally lands in kwargs.
+      {"{% macro f(x) %}{{ x }}|{{ kwargs.get('x') }}{% endmacro %}{{ f(1, x=2) }}", "1|2"},
+      {"{% macro f(a, b=5) %}{{ a }}{{ b }}{% endmacro %}[{{ f(missing) }}]", "[5]"},
   };
   for (const Case& c : cases) expect_renders(c);
   EXPECT_EQ(render_error("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}").message(),
