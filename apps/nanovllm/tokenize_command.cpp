@@ -14,10 +14,10 @@ namespace {
 
 nlohmann::ordered_json tokenize_line(const std::string& line, const Tokenizer& tokenizer,
                                      std::optional<ChatPrompt>& chat, bool skip_special_tokens) {
-  nlohmann::json request;
+  nlohmann::ordered_json request;
   try {
-    request = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::parse_error& error) {
+    request = nlohmann::ordered_json::parse(line);
+  } catch (const nlohmann::ordered_json::parse_error& error) {
     throw Error(fmt::format("invalid JSON: {}", error.what()));
   }
   if (!request.is_object()) throw Error("a line must be a JSON object");
@@ -26,7 +26,7 @@ nlohmann::ordered_json tokenize_line(const std::string& line, const Tokenizer& t
     return {{"ids", tokenizer.encode(request["text"].get<std::string>())}};
   }
   if (request.contains("ids")) {
-    const nlohmann::json& ids = request["ids"];
+    const nlohmann::ordered_json& ids = request["ids"];
     if (!ids.is_array()) throw Error("'ids' must be a list of integers");
     std::vector<int> values;
     for (const auto& id : ids) {
@@ -37,11 +37,12 @@ nlohmann::ordered_json tokenize_line(const std::string& line, const Tokenizer& t
   }
   if (request.contains("messages")) {
     if (!chat) chat.emplace(tokenizer);
-    const nlohmann::json& flag = request.value("add_generation_prompt", nlohmann::json(false));
+    const nlohmann::ordered_json& flag =
+        request.value("add_generation_prompt", nlohmann::ordered_json(false));
     if (!flag.is_boolean()) throw Error("'add_generation_prompt' must be true or false");
     const std::string text =
         chat->render(request["messages"], flag.get<bool>(),
-                     request.value("chat_template_kwargs", nlohmann::json::object()));
+                     request.value("chat_template_kwargs", nlohmann::ordered_json::object()));
     return {{"text", text}, {"ids", tokenizer.encode(text)}};
   }
   throw Error("a line needs 'text', 'ids' or 'messages'");

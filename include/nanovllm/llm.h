@@ -23,13 +23,14 @@ struct Prompt {
   Kind kind = Kind::kText;
   std::string text;
   std::vector<int> token_ids;
-  nlohmann::json messages;  // chat messages, rendered with the chat template
-  nlohmann::json chat_template_kwargs = nlohmann::json::object();  // e.g. enable_thinking
+  nlohmann::ordered_json messages;  // chat messages, rendered with the chat template
+  nlohmann::ordered_json chat_template_kwargs =
+      nlohmann::ordered_json::object();  // e.g. enable_thinking
 
   static Prompt from_text(std::string text);
   static Prompt from_token_ids(std::vector<int> ids);
-  static Prompt from_messages(nlohmann::json messages,
-                              nlohmann::json kwargs = nlohmann::json::object());
+  static Prompt from_messages(nlohmann::ordered_json messages,
+                              nlohmann::ordered_json kwargs = nlohmann::ordered_json::object());
 };
 
 struct Request {
@@ -56,8 +57,8 @@ class LLM {
   // nullptr when the model directory has no tokenizer (token-id prompts still work).
   const Tokenizer* tokenizer() const;
   // Renders chat messages with the tokenizer's chat template (with add_generation_prompt).
-  std::string apply_chat_template(const nlohmann::json& messages,
-                                  const nlohmann::json& kwargs) const;
+  std::string apply_chat_template(const nlohmann::ordered_json& messages,
+                                  const nlohmann::ordered_json& kwargs) const;
 
  private:
   struct State;

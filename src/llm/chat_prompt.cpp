@@ -14,13 +14,13 @@ std::string template_of(const Tokenizer& tokenizer) {
 }  // namespace
 
 ChatPrompt::ChatPrompt(const Tokenizer& tokenizer)
-    : template_(template_of(tokenizer)), defaults_(nlohmann::json::object()) {
+    : template_(template_of(tokenizer)), defaults_(nlohmann::ordered_json::object()) {
   if (auto bos = tokenizer.bos_token()) defaults_["bos_token"] = *bos;
   if (auto eos = tokenizer.eos_token()) defaults_["eos_token"] = *eos;
 }
 
-std::string ChatPrompt::render(const nlohmann::json& messages, bool add_generation_prompt,
-                               const nlohmann::json& kwargs) const {
+std::string ChatPrompt::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                               const nlohmann::ordered_json& kwargs) const {
   if (!messages.is_array() || messages.empty()) {
     throw Error("'messages' must be a non-empty list of {\"role\", \"content\"} objects");
   }
@@ -30,9 +30,9 @@ std::string ChatPrompt::render(const nlohmann::json& messages, bool add_generati
     }
   }
   if (!kwargs.is_object()) throw Error("chat template arguments must be a JSON object");
-  nlohmann::json variables = defaults_;
+  nlohmann::ordered_json variables = defaults_;
   variables.update(kwargs);
-  return template_.render(messages, add_generation_prompt, variables);
+  return template_.render_ordered(messages, add_generation_prompt, variables);
 }
 
 }  // namespace nanovllm

@@ -19,12 +19,12 @@ class ChatPrompt {
 
   // kwargs are extra template variables (e.g. enable_thinking); they may override the
   // defaults (bos_token, eos_token).
-  std::string render(const nlohmann::json& messages, bool add_generation_prompt,
-                     const nlohmann::json& kwargs) const;
+  std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                     const nlohmann::ordered_json& kwargs) const;
 
  private:
   ChatTemplate template_;
-  nlohmann::json defaults_;
+  nlohmann::ordered_json defaults_;
 };
 
 }  // namespace nanovllm

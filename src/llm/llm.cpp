@@ -66,7 +66,7 @@ Prompt Prompt::from_token_ids(std::vector<int> ids) {
   return prompt;
 }
 
-Prompt Prompt::from_messages(nlohmann::json messages, nlohmann::json kwargs) {
+Prompt Prompt::from_messages(nlohmann::ordered_json messages, nlohmann::ordered_json kwargs) {
   Prompt prompt;
   prompt.kind = Kind::kMessages;
   prompt.messages = std::move(messages);
@@ -139,8 +139,8 @@ const Tokenizer* LLM::tokenizer() const {
   return state_->tokenizer ? &*state_->tokenizer : nullptr;
 }
 
-std::string LLM::apply_chat_template(const nlohmann::json& messages,
-                                     const nlohmann::json& kwargs) const {
+std::string LLM::apply_chat_template(const nlohmann::ordered_json& messages,
+                                     const nlohmann::ordered_json& kwargs) const {
   if (!state_->chat) throw Error("the model directory has no tokenizer with a chat_template");
   return state_->chat->render(messages, true, kwargs);
 }

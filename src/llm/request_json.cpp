@@ -19,8 +19,8 @@ const std::set<std::string>& known_fields() {
 }
 
 template <typename T>
-T field_as(const nlohmann::json& request, const char* name, const char* expected) {
-  const nlohmann::json& value = request.at(name);
+T field_as(const nlohmann::ordered_json& request, const char* name, const char* expected) {
+  const nlohmann::ordered_json& value = request.at(name);
   const bool ok = [&] {
     if constexpr (std::is_same_v<T, bool>) return value.is_boolean();
     if constexpr (std::is_integral_v<T>) return value.is_number_integer();
@@ -32,7 +32,7 @@ T field_as(const nlohmann::json& request, const char* name, const char* expected
   return value.get<T>();
 }
 
-std::vector<int> int_list(const nlohmann::json& value, const char* name) {
+std::vector<int> int_list(const nlohmann::ordered_json& value, const char* name) {
   if (!value.is_array()) throw Error(fmt::format("'{}' must be a list of integers", name));
   std::vector<int> ids;
   ids.reserve(value.size());
@@ -46,7 +46,7 @@ std::vector<int> int_list(const nlohmann::json& value, const char* name) {
   return ids;
 }
 
-std::vector<std::string> string_list(const nlohmann::json& value, const char* name) {
+std::vector<std::string> string_list(const nlohmann::ordered_json& value, const char* name) {
   if (value.is_string()) return {value.get<std::string>()};
   if (!value.is_array())
     throw Error(fmt::format("'{}' must be a string or a list of strings", name));
@@ -58,7 +58,7 @@ std::vector<std::string> string_list(const nlohmann::json& value, const char* na
   return strings;
 }
 
-Prompt parse_prompt(const nlohmann::json& request) {
+Prompt parse_prompt(const nlohmann::ordered_json& request) {
   const int forms = static_cast<int>(request.contains("prompt")) +
                     static_cast<int>(request.contains("prompt_token_ids")) +
                     static_cast<int>(request.contains("messages"));
@@ -79,7 +79,8 @@ Prompt parse_prompt(const nlohmann::json& request) {
     return Prompt::from_token_ids(std::move(ids));
   }
   // The chat template checks the messages when the prompt is rendered.
-  nlohmann::json kwargs = request.value("chat_template_kwargs", nlohmann::json::object());
+  nlohmann::ordered_json kwargs =
+      request.value("chat_template_kwargs", nlohmann::ordered_json::object());
   if (!kwargs.is_object()) throw Error("'chat_template_kwargs' must be an object");
   return Prompt::from_messages(request["messages"], std::move(kwargs));
 }
@@ -87,10 +88,10 @@ Prompt parse_prompt(const nlohmann::json& request) {
 }  // namespace
 
 Request parse_request_line(const std::string& line, const SamplingParams& defaults) {
-  nlohmann::json request;
+  nlohmann::ordered_json request;
   try {
-    request = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::parse_error& error) {
+    request = nlohmann::ordered_json::parse(line);
+  } catch (const nlohmann::ordered_json::parse_error& error) {
     throw Error(fmt::format("invalid JSON: {}", error.what()));
   }
   if (!request.is_object()) throw Error("a request must be a JSON object");

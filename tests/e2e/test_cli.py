@@ -171,5 +171,27 @@ def test_tokenize_contract():
     assert "error" in rows[3] and "error" in rows[4]
 
 
+
+
+def test_chat_rendering_keeps_key_order_like_transformers():
+    transformers = pytest.importorskip("transformers")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(TIED)
+    tools = [{"type": "function", "function": {"name": "lookup", "description": "z before a",
+                                               "parameters": {"zeta": {"type": "string"},
+                                                              "alpha": {"type": "integer"}}}}]
+    messages = [{"role": "user", "content": "find it"},
+                {"role": "assistant", "content": "",
+                 "tool_calls": [{"type": "function", "function": {
+                     "name": "lookup", "arguments": {"zeta": "x", "alpha": 1}}}]},
+                {"role": "tool", "content": "found"}]
+    expected = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False,
+                                             add_generation_prompt=True)
+    line = json.dumps({"messages": messages, "add_generation_prompt": True,
+                       "chat_template_kwargs": {"tools": tools}})
+    code, rows, err = run(["tokenize", "--model", TIED], line + "\n")
+    assert code == 0, err
+    assert rows[0]["text"] == expected
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
