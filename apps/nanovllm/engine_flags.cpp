@@ -5,7 +5,12 @@
 namespace nanovllm {
 
 void EngineFlags::add_to(CLI::App& command) {
-  command.add_option("--device", config.device, "cpu or cuda")->capture_default_str();
+  command.add_option("--device", config.device, "cpu, cuda, or auto (the GPU when there is one)")
+      ->capture_default_str();
+  command
+      .add_option("--dtype", config.dtype,
+                  "auto (the checkpoint's on cuda, float32 on cpu), bfloat16, float16 or float32")
+      ->capture_default_str();
   command.add_option("--max-num-seqs", config.max_num_seqs, "sequences running at once")
       ->capture_default_str();
   command

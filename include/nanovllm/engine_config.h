@@ -16,7 +16,10 @@ struct EngineConfig {
   int kvcache_block_size = 256;  // tokens per KV cache block
   int num_kvcache_blocks = -1;   // -1 = sized from the memory budget
   bool enable_prefix_caching = true;
-  std::string device = "cpu";               // "cpu" | "cuda"
+  std::string device = "auto";  // "cpu" | "cuda" | "auto" (the GPU when there is one)
+  // "auto" (the checkpoint's dtype on CUDA, float32 on the CPU) | "bfloat16" | "float16" |
+  // "float32": weights, activations and KV cache; accumulation and norms are fp32.
+  std::string dtype = "auto";
   std::string load_format = "safetensors";  // "safetensors" | "dummy" (random weights)
   uint64_t seed = 0;  // seeds the random streams of requests that bring no seed of their own
 

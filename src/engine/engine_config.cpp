@@ -34,8 +34,11 @@ void EngineConfig::validate() const {
   if (num_kvcache_blocks != -1 && num_kvcache_blocks < 1)
     reject(fmt::format("num_kvcache_blocks must be -1 (computed) or at least 1, got {}",
                        num_kvcache_blocks));
-  if (device != "cpu" && device != "cuda")
-    reject(fmt::format("device must be 'cpu' or 'cuda', got '{}'", device));
+  if (device != "cpu" && device != "cuda" && device != "auto")
+    reject(fmt::format("device must be 'cpu', 'cuda' or 'auto', got '{}'", device));
+  if (dtype != "auto" && dtype != "bfloat16" && dtype != "float16" && dtype != "float32")
+    reject(fmt::format("dtype must be 'auto', 'bfloat16', 'float16' or 'float32', got '{}'",
+                       dtype));
   if (load_format != "safetensors" && load_format != "dummy")
     reject(fmt::format("load_format must be 'safetensors' or 'dummy', got '{}'", load_format));
 }

@@ -1,7 +1,10 @@
-// The op interface the model is written against. The CPU backend computes in fp32; a CUDA
-// backend implements the same ops. Every op takes views; none allocates.
+// The op interface the model is written against. The CPU backend computes in fp32; the CUDA
+// backend in fp32, bf16 or fp16 (fp32 accumulation). Every op takes views; ops allocate only
+// backend-internal scratch, and only the first time a larger size is needed.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "core/buffer.h"
@@ -40,6 +43,39 @@ struct LayerKVCache {
   Tensor v;
 };
 
+// Per-row sampling controls, device tensors of [B] rows (see kernels/sampling_math.h for the
+// exact rule both backends follow).
+struct SamplingTensors {
+  Tensor temperature;  // f32 [B]; below SamplingParams::kGreedyTemperature = greedy
+  Tensor top_k;        // i32 [B]; <= 0 = the whole vocabulary
+  Tensor top_p;        // f32 [B]; in (0, 1], 1 = no nucleus truncation
+  Tensor seed;         // i64 [B]; the request's seed (its 64 bits)
+  Tensor position;     // i32 [B]; index in the sequence of the token being sampled
+};
+
+// Log-probabilities of the raw logits (log_softmax, no temperature or truncation).
+struct LogprobsTensors {
+  Tensor logprob;       // f32 [B]: of the sampled token
+  Tensor rank;          // i32 [B]: 1 + number of tokens with a strictly larger logit
+  Tensor top_ids;       // i32 [B, num_top]: most likely first, lowest id on ties
+  Tensor top_logprobs;  // f32 [B, num_top]
+};
+
+// Device memory as the KV cache sizing needs it (nano-vllm's formula).
+struct DeviceMemoryInfo {
+  size_t total = 0;           // the device's memory
+  size_t free = 0;            // free on the device now (all processes)
+  size_t allocated = 0;       // held by this backend's allocations now
+  size_t peak_allocated = 0;  // most held at once since the last reset_peak_memory()
+};
+
+// A recorded sequence of ops, re-run with the same pointers and launch sizes.
+class CapturedGraph {
+ public:
+  virtual ~CapturedGraph() = default;
+  virtual void replay() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -53,6 +89,17 @@ class Backend {
   virtual void download(void* host_dst, const Tensor& src) = 0;
   virtual void synchronize() = 0;
 
+  // Memory of the device; all zero on the CPU.
+  virtual DeviceMemoryInfo memory_info() const { return {}; }
+  virtual void reset_peak_memory() {}
+
+  // Records the ops `body` issues (no allocation, no host copy inside) for replay; nullptr when
+  // the backend has no graphs (the CPU).
+  virtual std::unique_ptr<CapturedGraph> capture(const std::function<void()>& body) {
+    (void)body;
+    return nullptr;
+  }
+
   // out[t, :] = weight[ids[t], :].  ids int32 [T]; weight [V, H]; out [T, H]
   virtual void embedding(const Tensor& ids, const Tensor& weight, Tensor out) = 0;
 
@@ -62,7 +109,8 @@ class Backend {
   // residual = x + residual; x = rms_norm(residual) * weight, both in place.  x, residual [R, H]
   virtual void add_rms_norm(Tensor x, Tensor residual, const Tensor& weight, float eps) = 0;
 
-  // out = x @ weight^T.  x [M, K]; weight [N, K]; out [M, N]
+  // out = x @ weight^T.  x [M, K]; weight [N, K]; out [M, N]. out is of the compute dtype, or
+  // f32 (the logits) with x and weight of the compute dtype.
   virtual void linear(const Tensor& x, const Tensor& weight, Tensor out) = 0;
 
   // In place on the q and k heads of qkv [T, dims.qkv_size()]: per-head RMSNorm with
@@ -87,10 +135,26 @@ class Backend {
 
   // out[i, :] = x[indices[i], :].  x [T, H]; indices int32 [B]; out [B, H]
   virtual void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) = 0;
+
+  // One token per row of logits f32 [B, V] into token_ids i32 [B], by the rule of
+  // kernels/sampling_math.h; -1 for a row whose logits are all NaN.
+  virtual void sample(const Tensor& logits, const SamplingTensors& params, Tensor token_ids) = 0;
+
+  // Logprobs of token_ids i32 [B] under logits f32 [B, V], and the num_top (0 to 20) most
+  // likely tokens of each row (out.top_* are [B, num_top], undefined when num_top is 0).
+  virtual void compute_logprobs(const Tensor& logits, const Tensor& token_ids, int num_top,
+                                const LogprobsTensors& out) = 0;
 };
 
 // fp32 ops on a pool of num_threads threads (0: one per hardware thread). Like every backend,
 // it expects its ops to be called from one thread at a time.
 std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0);
+
+// Whether this build has the CUDA backend and a CUDA device is visible.
+bool cuda_available();
+
+// The CUDA backend on the current device, computing in `dtype` (f32, bf16 or f16). Throws Error
+// when the build has no CUDA backend, no device is visible, or the dtype is not supported.
+std::unique_ptr<Backend> make_cuda_backend(DType dtype);
 
 }  // namespace nanovllm

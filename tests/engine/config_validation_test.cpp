@@ -126,7 +126,8 @@ TEST(EngineConfig, DefaultsMatchNanoVllm) {
   EXPECT_EQ(config.kvcache_block_size, 256);
   EXPECT_EQ(config.num_kvcache_blocks, -1);
   EXPECT_TRUE(config.enable_prefix_caching);
-  EXPECT_EQ(config.device, "cpu");
+  EXPECT_EQ(config.device, "auto");
+  EXPECT_EQ(config.dtype, "auto");
   EXPECT_EQ(config.load_format, "safetensors");
   EXPECT_NO_THROW(config.validate());
 }
@@ -146,6 +147,7 @@ TEST(EngineConfig, RejectsEachInvalidField) {
   expect_config_error([](EngineConfig& c) { c.num_kvcache_blocks = 0; }, "num_kvcache_blocks");
   expect_config_error([](EngineConfig& c) { c.num_kvcache_blocks = -2; }, "num_kvcache_blocks");
   expect_config_error([](EngineConfig& c) { c.device = "tpu"; }, "device");
+  expect_config_error([](EngineConfig& c) { c.dtype = "int8"; }, "dtype");
   expect_config_error([](EngineConfig& c) { c.load_format = "gguf"; }, "load_format");
 }
 
