@@ -1,0 +1,510 @@
+// The CUDA backend: every op validates its tensors on the host, then enqueues its kernel (or
+// cuBLASLt GEMM) on the backend's own non-blocking stream and returns without waiting. Weights,
+// activations and the KV cache are kept in the compute dtype; math is fp32.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string_view>
+#include <type_traits>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/attention_ops.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_allocator.h"
+#include "kernels/cuda/elementwise_ops.h"
+#include "kernels/cuda/linear.h"
+#include "kernels/cuda/sampling_ops.h"
+#include "kernels/cuda/tensor_checks.h"
+
+namespace nanovllm {
+
+namespace cuda {
+
+void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
+  throw Error(fmt::format("{}:{}: {} failed: {} ({})", file, line, call, cudaGetErrorName(status),
+                          cudaGetErrorString(status)));
+}
+
+void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
+  throw Error(fmt::format("{}:{}: {} failed: {} ({})", file, line, call,
+                          cublasLtGetStatusName(status), cublasLtGetStatusString(status)));
+}
+
+}  // namespace cuda
+
+namespace {
+
+using cuda::check_contiguous;
+using cuda::check_rows;
+
+struct StreamDeleter {
+  void operator()(cudaStream_t stream) const { (void)cudaStreamDestroy(stream); }
+};
+using StreamHandle = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
+
+// An instantiated graph, launched on the stream it was captured from.
+class CudaGraph final : public CapturedGraph {
+ public:
+  CudaGraph(cudaGraphExec_t exec, cudaStream_t stream) : exec_(exec), stream_(stream) {}
+  ~CudaGraph() override {
+    if (cudaGraphExecDestroy(exec_) != cudaSuccess) (void)cudaGetLastError();
+  }
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  void replay() override { NVLLM_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+ private:
+  cudaGraphExec_t exec_;
+  cudaStream_t stream_;
+};
+
+// Whether the host memory at `pointer` is page-locked (or otherwise known to CUDA), so that an
+// async copy from it may still be reading after cudaMemcpyAsync returns.
+bool is_registered_host_memory(const void* pointer) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attributes.type != cudaMemoryTypeUnregistered;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(DType dtype);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  Device device() const override { return Device::kCUDA; }
+  DType compute_dtype() const override { return dtype_; }
+
+  void upload(Tensor dst, const void* host_src) override;
+  void download(void* host_dst, const Tensor& src) override;
+  void synchronize() override;
+  void check_attention_support(const AttentionDims& dims, int block_size) const override;
+  DeviceMemoryInfo memory_info() const override;
+  void reset_peak_memory() override { cuda::reset_allocator_peak(); }
+  std::unique_ptr<CapturedGraph> capture(const std::function<void()>& body) override;
+
+  void embedding(const Tensor& ids, const Tensor& weight, Tensor out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out) override;
+  void add_rms_norm(Tensor x, Tensor residual, const Tensor& weight, float eps) override;
+  void linear(const Tensor& x, const Tensor& weight, Tensor out) override;
+  void qk_norm_rope(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm, const Tensor& positions,
+                    const Tensor& cos_sin, float eps, const AttentionDims& dims) override;
+  void store_kv(const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& metadata,
+                const AttentionDims& dims) override;
+  void attention(const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& metadata,
+                 const AttentionDims& dims, float scale, Tensor out) override;
+  void silu_mul(const Tensor& gate_up, Tensor out) override;
+  void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) override;
+  void sample(const Tensor& logits, const SamplingTensors& params, Tensor token_ids) override;
+  void compute_logprobs(const Tensor& logits, const Tensor& token_ids, int num_top,
+                        const LogprobsTensors& out) override;
+
+ private:
+  cudaStream_t stream() const { return stream_.get(); }
+  bool capturing() const;
+  void check_not_capturing(std::string_view what) const;
+  // `scratch` grown to at least `bytes` (its contents are not kept); growing allocates, which
+  // a graph capture cannot record, so it throws while capturing. Scratch only grows, a few
+  // times, so outgrown buffers are kept rather than freed.
+  void* grow_scratch(Buffer& scratch, size_t bytes, std::string_view user);
+  void check_copy(const Tensor& tensor, const void* host, std::string_view name) const;
+
+  DType dtype_;
+  int device_ = 0;
+  int num_sms_ = 0;
+  StreamHandle stream_;
+  std::unique_ptr<cuda::CublasLtLinear> linear_;
+  Buffer attention_scratch_;
+  Buffer sampling_scratch_;
+  std::vector<Buffer> retired_scratch_;  // outgrown scratch that graphs may still name
+};
+
+CudaBackend::CudaBackend(DType dtype) : dtype_(dtype) {
+  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) {
+    throw Error(fmt::format(
+        "the CUDA backend computes in float32, bfloat16 or float16; {} is not supported",
+        dtype_name(dtype)));
+  }
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    throw Error(fmt::format("no CUDA device is visible: {}",
+                            status != cudaSuccess ? cudaGetErrorString(status) : "0 devices"));
+  }
+  NVLLM_CUDA_CHECK(cudaGetDevice(&device_));
+  NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_));
+  cuda::register_cuda_allocator();
+  cudaStream_t stream = nullptr;
+  NVLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  stream_.reset(stream);
+  linear_ = std::make_unique<cuda::CublasLtLinear>();
+}
+
+CudaBackend::~CudaBackend() {
+  // Queued work may still use the scratch buffers and the GEMM workspace freed below.
+  if (cudaStreamSynchronize(stream()) != cudaSuccess) (void)cudaGetLastError();
+}
+
+bool CudaBackend::capturing() const {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  NVLLM_CUDA_CHECK(cudaStreamIsCapturing(stream(), &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+void CudaBackend::check_not_capturing(std::string_view what) const {
+  if (capturing()) {
+    throw Error(fmt::format("{} is not allowed while a CUDA graph is being captured", what));
+  }
+}
+
+void* CudaBackend::grow_scratch(Buffer& scratch, size_t bytes, std::string_view user) {
+  if (bytes <= scratch.bytes()) return scratch.data();
+  if (capturing()) {
+    throw Error(fmt::format(
+        "{} needs {} bytes of scratch but has {} while a CUDA graph is being captured; run the "
+        "same batch once without capturing first",
+        user, bytes, scratch.bytes()));
+  }
+  // Captured graphs replay the address they recorded, so a replaced buffer stays allocated.
+  if (scratch.data() != nullptr) retired_scratch_.push_back(std::move(scratch));
+  scratch = Buffer(bytes, Device::kCUDA);
+  return scratch.data();
+}
+
+void CudaBackend::check_copy(const Tensor& tensor, const void* host, std::string_view name) const {
+  NVLLM_CHECK_MSG(tensor.device() == Device::kCUDA, "{} is on {}, expected cuda", name,
+                  device_name(tensor.device()));
+  NVLLM_CHECK_MSG(tensor.is_contiguous(), "{} {} is not contiguous", name, tensor.shape_string());
+  NVLLM_CHECK_MSG(tensor.nbytes() == 0 || (tensor.defined() && host != nullptr),
+                  "{} {}: a null pointer", name, tensor.shape_string());
+}
+
+// Pageable host memory is staged by the driver before cudaMemcpyAsync returns, so the caller
+// may reuse it at once; page-locked memory would be read later, so the copy is waited for.
+void CudaBackend::upload(Tensor dst, const void* host_src) {
+  check_copy(dst, host_src, "upload destination");
+  if (dst.nbytes() == 0) return;
+  check_not_capturing("upload");
+  NVLLM_CUDA_CHECK(
+      cudaMemcpyAsync(dst.data(), host_src, dst.nbytes(), cudaMemcpyHostToDevice, stream()));
+  if (is_registered_host_memory(host_src)) NVLLM_CUDA_CHECK(cudaStreamSynchronize(stream()));
+}
+
+void CudaBackend::download(void* host_dst, const Tensor& src) {
+  check_copy(src, host_dst, "download source");
+  if (src.nbytes() == 0) return;
+  check_not_capturing("download");
+  NVLLM_CUDA_CHECK(
+      cudaMemcpyAsync(host_dst, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, stream()));
+  NVLLM_CUDA_CHECK(cudaStreamSynchronize(stream()));
+}
+
+void CudaBackend::synchronize() {
+  check_not_capturing("synchronize");
+  NVLLM_CUDA_CHECK(cudaStreamSynchronize(stream()));
+}
+
+void CudaBackend::check_attention_support(const AttentionDims& dims, int block_size) const {
+  cuda::check_attention_dims(dims);
+  cuda::check_attention_support(dims.head_dim, block_size, dims.num_heads, dims.num_kv_heads,
+                                dtype_);
+}
+
+DeviceMemoryInfo CudaBackend::memory_info() const {
+  DeviceMemoryInfo info;
+  NVLLM_CUDA_CHECK(cudaMemGetInfo(&info.free, &info.total));
+  const cuda::AllocatorCounters counters = cuda::allocator_counters();
+  info.allocated = counters.allocated;
+  info.peak_allocated = counters.peak_allocated;
+  return info;
+}
+
+std::unique_ptr<CapturedGraph> CudaBackend::capture(const std::function<void()>& body) {
+  NVLLM_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+  try {
+    body();
+  } catch (...) {
+    // End the capture so the stream is usable again, drop what was recorded, and let the
+    // body's error through.
+    cudaGraph_t partial = nullptr;
+    if (cudaStreamEndCapture(stream(), &partial) == cudaSuccess && partial != nullptr) {
+      (void)cudaGraphDestroy(partial);
+    }
+    (void)cudaGetLastError();
+    throw;
+  }
+  cudaGraph_t graph = nullptr;
+  NVLLM_CUDA_CHECK(cudaStreamEndCapture(stream(), &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+  (void)cudaGraphDestroy(graph);  // the executable graph does not need it
+  if (status != cudaSuccess) {
+    cuda::throw_cuda_error(status, "cudaGraphInstantiate(&exec, graph, 0)", __FILE__, __LINE__);
+  }
+  return std::make_unique<CudaGraph>(exec, stream());
+}
+
+void CudaBackend::embedding(const Tensor& ids, const Tensor& weight, Tensor out) {
+  check_contiguous(ids, "ids", DType::kI32, {-1});
+  const int64_t tokens = ids.size(0);
+  check_contiguous(weight, "embedding weight", dtype_, {-1, -1});
+  const int64_t vocab = weight.size(0);
+  const int64_t hidden = weight.size(1);
+  check_rows(out, "embedding out", dtype_, {tokens, hidden});
+  cuda::embedding(dtype_, ids.data_as<int32_t>(), tokens, weight.data(), vocab, hidden, out.data(),
+                  out.stride(0), stream());
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out) {
+  check_rows(x, "rms_norm x", dtype_, {-1, -1});
+  const int64_t rows = x.size(0);
+  const int64_t hidden = x.size(1);
+  check_contiguous(weight, "rms_norm weight", dtype_, {hidden});
+  check_rows(out, "rms_norm out", dtype_, {rows, hidden});
+  NVLLM_CHECK_MSG(out.data() != x.data() || out.stride(0) == x.stride(0),
+                  "rms_norm in place needs out and x to have the same row stride");
+  cuda::rms_norm(dtype_, x.data(), x.stride(0), weight.data(), eps, rows, hidden, out.data(),
+                 out.stride(0), stream());
+}
+
+void CudaBackend::add_rms_norm(Tensor x, Tensor residual, const Tensor& weight, float eps) {
+  check_rows(x, "add_rms_norm x", dtype_, {-1, -1});
+  const int64_t rows = x.size(0);
+  const int64_t hidden = x.size(1);
+  check_rows(residual, "add_rms_norm residual", dtype_, {rows, hidden});
+  check_contiguous(weight, "add_rms_norm weight", dtype_, {hidden});
+  NVLLM_CHECK_MSG(rows == 0 || x.data() != residual.data(),
+                  "add_rms_norm x and residual share storage");
+  cuda::add_rms_norm(dtype_, x.data(), x.stride(0), residual.data(), residual.stride(0),
+                     weight.data(), eps, rows, hidden, stream());
+}
+
+void CudaBackend::linear(const Tensor& x, const Tensor& weight, Tensor out) {
+  check_rows(x, "linear x", dtype_, {-1, -1});
+  const int64_t m = x.size(0);
+  const int64_t k = x.size(1);
+  check_rows(weight, "linear weight", dtype_, {-1, k});
+  const int64_t n = weight.size(0);
+  NVLLM_CHECK_MSG(out.dtype() == dtype_ || out.dtype() == DType::kF32,
+                  "linear out is {}, expected {} or float32", out.shape_string(),
+                  dtype_name(dtype_));
+  check_rows(out, "linear out", out.dtype(), {m, n});
+  NVLLM_CHECK_MSG(m == 0 || n == 0 || (out.data() != x.data() && out.data() != weight.data()),
+                  "linear out must not share storage with its inputs");
+  cuda::LinearArgs args;
+  args.in_dtype = dtype_;
+  args.out_dtype = out.dtype();
+  args.x = x.data();
+  args.ldx = x.stride(0);
+  args.weight = weight.data();
+  args.ldw = weight.stride(0);
+  args.out = out.data();
+  args.ldo = out.stride(0);
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  linear_->run(args, stream());
+}
+
+void CudaBackend::qk_norm_rope(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm,
+                               const Tensor& positions, const Tensor& cos_sin, float eps,
+                               const AttentionDims& dims) {
+  cuda::check_attention_dims(dims);
+  check_rows(qkv, "qkv", dtype_, {-1, dims.qkv_size()});
+  const int64_t tokens = qkv.size(0);
+  check_contiguous(q_norm, "q_norm", dtype_, {dims.head_dim});
+  check_contiguous(k_norm, "k_norm", dtype_, {dims.head_dim});
+  check_contiguous(positions, "positions", DType::kI32, {tokens});
+  check_contiguous(cos_sin, "cos_sin", DType::kF32, {-1, dims.head_dim});
+  cuda::QkNormRopeArgs args;
+  args.dtype = dtype_;
+  args.qkv = qkv.data();
+  args.qkv_stride = qkv.stride(0);
+  args.tokens = tokens;
+  args.num_heads = dims.num_heads;
+  args.num_kv_heads = dims.num_kv_heads;
+  args.head_dim = dims.head_dim;
+  args.q_norm = q_norm.data();
+  args.k_norm = k_norm.data();
+  args.positions = positions.data_as<int32_t>();
+  args.cos_sin = cos_sin.data_as<float>();
+  args.max_positions = cos_sin.size(0);
+  args.eps = eps;
+  cuda::qk_norm_rope(args, stream());
+}
+
+void CudaBackend::store_kv(const Tensor& qkv, const LayerKVCache& cache,
+                           const AttentionMetadata& metadata, const AttentionDims& dims) {
+  cuda::check_attention_dims(dims);
+  check_rows(qkv, "qkv", dtype_, {-1, dims.qkv_size()});
+  cuda::check_kv_cache(cache, dims, dtype_);
+  const int64_t tokens = qkv.size(0);
+  check_contiguous(metadata.slot_mapping, "slot_mapping", DType::kI32, {tokens});
+  cuda::StoreKvArgs args;
+  args.dtype = dtype_;
+  args.qkv = qkv.data();
+  args.qkv_stride = qkv.stride(0);
+  args.tokens = tokens;
+  args.num_heads = dims.num_heads;
+  args.num_kv_heads = dims.num_kv_heads;
+  args.head_dim = dims.head_dim;
+  args.slot_mapping = metadata.slot_mapping.data_as<int32_t>();
+  args.num_slots = cache.k.size(0) * cache.k.size(1);
+  args.k_cache = cache.k.data();
+  args.v_cache = cache.v.data();
+  cuda::store_kv(args, stream());
+}
+
+void CudaBackend::attention(const Tensor& qkv, const LayerKVCache& cache,
+                            const AttentionMetadata& metadata, const AttentionDims& dims,
+                            float scale, Tensor out) {
+  cuda::check_attention_dims(dims);
+  check_rows(qkv, "qkv", dtype_, {-1, dims.qkv_size()});
+  cuda::check_kv_cache(cache, dims, dtype_);
+  const int64_t tokens = qkv.size(0);
+  check_rows(out, "attention out", dtype_, {tokens, dims.q_size()});
+  const int num_seqs = metadata.num_seqs;
+  NVLLM_CHECK_GE(num_seqs, 0);
+  check_contiguous(metadata.cu_seqlens_q, "cu_seqlens_q", DType::kI32, {num_seqs + 1});
+  check_contiguous(metadata.context_lens, "context_lens", DType::kI32, {num_seqs});
+  check_contiguous(metadata.block_tables, "block_tables", DType::kI32, {num_seqs, -1});
+  if (tokens == 0) return;
+  NVLLM_CHECK_MSG(num_seqs > 0, "attention over {} tokens with no sequences", tokens);
+  NVLLM_CHECK_MSG(metadata.max_seqlen_q >= 1 && metadata.max_seqlen_q <= tokens,
+                  "attention max_seqlen_q {} is outside [1, {}] for {} tokens",
+                  metadata.max_seqlen_q, tokens, tokens);
+  NVLLM_CHECK_LE(tokens, int64_t{INT32_MAX});
+  const int block_size = static_cast<int>(cache.k.size(1));
+  check_attention_support(dims, block_size);
+
+  cuda::PagedAttentionArgs args;
+  args.dtype = dtype_;
+  args.qkv = qkv.data();
+  args.qkv_row_stride = qkv.stride(0);
+  args.k_cache = cache.k.data();
+  args.v_cache = cache.v.data();
+  args.out = out.data();
+  args.out_row_stride = out.stride(0);
+  args.cu_seqlens_q = metadata.cu_seqlens_q.data_as<int32_t>();
+  args.context_lens = metadata.context_lens.data_as<int32_t>();
+  args.block_tables = metadata.block_tables.data_as<int32_t>();
+  args.block_table_stride = static_cast<int>(metadata.block_tables.size(1));
+  args.num_seqs = num_seqs;
+  args.num_tokens = static_cast<int>(tokens);
+  args.max_seqlen_q = metadata.max_seqlen_q;
+  args.num_heads = dims.num_heads;
+  args.num_kv_heads = dims.num_kv_heads;
+  args.head_dim = dims.head_dim;
+  args.block_size = block_size;
+  args.scale = scale;
+  args.num_sms = num_sms_;
+  void* workspace =
+      grow_scratch(attention_scratch_, cuda::paged_attention_workspace_bytes(args), "attention");
+  cuda::paged_attention(args, workspace, stream());
+}
+
+void CudaBackend::silu_mul(const Tensor& gate_up, Tensor out) {
+  check_rows(gate_up, "silu_mul gate_up", dtype_, {-1, -1});
+  const int64_t rows = gate_up.size(0);
+  NVLLM_CHECK_MSG(gate_up.size(1) % 2 == 0, "silu_mul gate_up {} has an odd width",
+                  gate_up.shape_string());
+  const int64_t width = gate_up.size(1) / 2;
+  check_rows(out, "silu_mul out", dtype_, {rows, width});
+  NVLLM_CHECK_MSG(rows == 0 || width == 0 || out.data() != gate_up.data(),
+                  "silu_mul out must not share storage with gate_up");
+  cuda::silu_mul(dtype_, gate_up.data(), gate_up.stride(0), rows, width, out.data(), out.stride(0),
+                 stream());
+}
+
+void CudaBackend::gather_rows(const Tensor& x, const Tensor& indices, Tensor out) {
+  check_rows(x, "gather_rows x", dtype_, {-1, -1});
+  check_contiguous(indices, "gather_rows indices", DType::kI32, {-1});
+  const int64_t width = x.size(1);
+  const int64_t count = indices.size(0);
+  check_rows(out, "gather_rows out", dtype_, {count, width});
+  NVLLM_CHECK_MSG(count == 0 || width == 0 || out.data() != x.data(),
+                  "gather_rows out must not share storage with x");
+  cuda::gather_rows(dtype_, x.data(), x.stride(0), x.size(0), indices.data_as<int32_t>(), count,
+                    width, out.data(), out.stride(0), stream());
+}
+
+void CudaBackend::sample(const Tensor& logits, const SamplingTensors& params, Tensor token_ids) {
+  check_contiguous(logits, "logits", DType::kF32, {-1, -1});
+  const int64_t rows = logits.size(0);
+  const int64_t vocab = logits.size(1);
+  check_contiguous(params.temperature, "temperature", DType::kF32, {rows});
+  check_contiguous(params.top_k, "top_k", DType::kI32, {rows});
+  check_contiguous(params.top_p, "top_p", DType::kF32, {rows});
+  check_contiguous(params.seed, "seed", DType::kI64, {rows});
+  check_contiguous(params.position, "position", DType::kI32, {rows});
+  check_contiguous(token_ids, "token_ids", DType::kI32, {rows});
+  if (rows == 0) return;
+  NVLLM_CHECK_MSG(vocab > 0, "sampling from logits {} with an empty vocabulary",
+                  logits.shape_string());
+  cuda::SamplingArgs args;
+  args.logits = logits.data_as<float>();
+  args.rows = rows;
+  args.vocab = vocab;
+  args.temperature = params.temperature.data_as<float>();
+  args.top_k = params.top_k.data_as<int32_t>();
+  args.top_p = params.top_p.data_as<float>();
+  args.seed = params.seed.data_as<int64_t>();
+  args.position = params.position.data_as<int32_t>();
+  args.token_ids = token_ids.data_as<int32_t>();
+  void* workspace =
+      grow_scratch(sampling_scratch_, cuda::sample_workspace_bytes(rows, vocab), "sampling");
+  cuda::sample(args, workspace, stream());
+}
+
+void CudaBackend::compute_logprobs(const Tensor& logits, const Tensor& token_ids, int num_top,
+                                   const LogprobsTensors& out) {
+  check_contiguous(logits, "logits", DType::kF32, {-1, -1});
+  const int64_t rows = logits.size(0);
+  const int64_t vocab = logits.size(1);
+  check_contiguous(token_ids, "token_ids", DType::kI32, {rows});
+  NVLLM_CHECK_MSG(num_top >= 0 && num_top <= 20, "num_top {} is outside [0, 20]", num_top);
+  check_contiguous(out.logprob, "logprob", DType::kF32, {rows});
+  check_contiguous(out.rank, "rank", DType::kI32, {rows});
+  if (num_top > 0) {
+    check_contiguous(out.top_ids, "top_ids", DType::kI32, {rows, num_top});
+    check_contiguous(out.top_logprobs, "top_logprobs", DType::kF32, {rows, num_top});
+  }
+  if (rows == 0) return;
+  NVLLM_CHECK_MSG(vocab > 0, "logprobs of logits {} with an empty vocabulary",
+                  logits.shape_string());
+  cuda::LogprobsArgs args;
+  args.logits = logits.data_as<float>();
+  args.rows = rows;
+  args.vocab = vocab;
+  args.token_ids = token_ids.data_as<int32_t>();
+  args.num_top = num_top;
+  args.logprob = out.logprob.data_as<float>();
+  args.rank = out.rank.data_as<int32_t>();
+  args.top_ids = num_top > 0 ? out.top_ids.data_as<int32_t>() : nullptr;
+  args.top_logprobs = num_top > 0 ? out.top_logprobs.data_as<float>() : nullptr;
+  cuda::compute_logprobs(args, stream());
+}
+
+}  // namespace
+
+bool cuda_available() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // leave no error behind for later checks
+    return false;
+  }
+  return count >= 1;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(DType dtype) {
+  return std::make_unique<CudaBackend>(dtype);
+}
+
+}  // namespace nanovllm

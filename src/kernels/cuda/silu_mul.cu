@@ -1,0 +1,53 @@
+// SwiGLU activation: out = silu(gate) * up over rows of gate_up = [gate | up]; one block per row.
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/elementwise_ops.h"
+#include "kernels/cuda/vec.cuh"
+
+namespace nanovllm::cuda {
+namespace {
+
+template <typename T, int kWidth>
+__global__ void silu_mul_kernel(const T* gate_up, int64_t gate_up_stride, int64_t width, T* out,
+                                int64_t out_stride) {
+  const T* gate = gate_up + static_cast<int64_t>(blockIdx.x) * gate_up_stride;  // [width]
+  const T* up = gate + width;                                                   // [width]
+  T* out_row = out + static_cast<int64_t>(blockIdx.x) * out_stride;
+  for (int64_t i = static_cast<int64_t>(threadIdx.x) * kWidth; i < width;
+       i += static_cast<int64_t>(blockDim.x) * kWidth) {
+    float g[kWidth];
+    float u[kWidth];
+    load_floats<T, kWidth>(gate + i, g);
+    load_floats<T, kWidth>(up + i, u);
+#pragma unroll
+    for (int j = 0; j < kWidth; ++j) {
+      // HF rounds the activation to dtype before the product (act_fn(gate) * up).
+      g[j] = round_to<T>(g[j] / (1.0f + expf(-g[j]))) * u[j];
+    }
+    store_floats<T, kWidth>(out_row + i, g);
+  }
+}
+
+}  // namespace
+
+void silu_mul(DType dtype, const void* gate_up, int64_t gate_up_stride, int64_t rows, int64_t width,
+              void* out, int64_t out_stride, cudaStream_t stream) {
+  if (rows == 0 || width == 0) return;
+  NVLLM_CHECK_LE(rows, int64_t{INT32_MAX});
+  dispatch_float_dtype(dtype, "silu_mul", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = static_cast<const T*>(gate_up);
+    T* o = static_cast<T*>(out);
+    const auto grid = static_cast<unsigned>(rows);
+    if (vectorizable<T>({gate_up, out}, {width, gate_up_stride, out_stride})) {
+      constexpr int kWidth = kVecWidth<T>;
+      silu_mul_kernel<T, kWidth><<<grid, threads_for(width / kWidth), 0, stream>>>(
+          in, gate_up_stride, width, o, out_stride);
+    } else {
+      silu_mul_kernel<T, 1>
+          <<<grid, threads_for(width), 0, stream>>>(in, gate_up_stride, width, o, out_stride);
+    }
+    NVLLM_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace nanovllm::cuda
