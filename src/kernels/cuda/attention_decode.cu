@@ -1,0 +1,319 @@
+// bf16/f16 decode attention (one query row per sequence) over the paged cache, built to stream
+// K and V at memory bandwidth:
+// - one CTA serves the `group` query heads of one kv head (packed as rows of a 16-row MMA tile,
+//   the rest zero), so every K/V byte is read once;
+// - each of its 4 warps streams its own 16-key chunks through a private cp.async ring of
+//   kStages chunks (no CTA-wide barrier in the loop), with an online softmax in registers;
+// - split-KV: blockIdx.x picks a slice of the keys when there are too few (seq, kv head) pairs
+//   to fill the GPU; slices write normalized partials plus (max, sum) to the workspace and a
+//   second kernel merges them by log-sum-exp.
+// The launch depends only on num_seqs and the geometry; context lengths are read in-kernel, so
+// a captured launch can be replayed for any lengths.
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+#include "kernels/cuda/attention_launch.cuh"
+#include "kernels/cuda/attention_mma.cuh"
+#include "kernels/cuda/cuda_check.h"
+
+namespace nanovllm::cuda::attention {
+namespace {
+
+constexpr int kDecodeWarps = 4;
+constexpr int kMaxGroup = 8;   // query heads per kv head: rows 0..7 of the MMA tile
+constexpr int kCtasPerSm = 2;  // resident decode CTAs per SM (shared memory allows 2)
+constexpr int kMaxSplits = 64;
+
+template <int kHeadDim>
+struct DecodeLayout {
+  static constexpr int kStages = kHeadDim == 128 ? 3 : 5;  // chunks in each warp's ring
+  static constexpr int kRow = smem_row_elems<kHeadDim>();
+  static constexpr int kChunkElems = kChunkKeys * kRow;  // K or V of one chunk
+  static constexpr int kStageElems = 2 * kChunkElems;    // K, then V
+  static constexpr int kWarpElems = kStages * kStageElems;
+  static constexpr int kQElems = 16 * kRow;
+  // After the loop the ring is reused for the cross-warp merge: per warp and row (of 8) the
+  // unnormalized output [kHeadDim], then the row maxima and sums.
+  static constexpr int kMergeFloats = kDecodeWarps * kMaxGroup * (kHeadDim + 2);
+
+  template <typename T>
+  static constexpr size_t smem_bytes() {
+    return static_cast<size_t>(kQElems + kDecodeWarps * kWarpElems) * sizeof(T);
+  }
+};
+
+// grid (num_splits, num_kv_heads, num_seqs), block kDecodeWarps warps.
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(kDecodeWarps * 32)
+    attention_decode_kernel(const PagedAttentionArgs args, const int num_splits,
+                            float* __restrict__ partial_out, float2* __restrict__ partial_stats) {
+  using Layout = DecodeLayout<kHeadDim>;
+  static_assert(
+      Layout::kMergeFloats * sizeof(float) <= kDecodeWarps * Layout::kWarpElems * sizeof(T),
+      "the merge area must fit in the pipeline ring");
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* sq = reinterpret_cast<T*>(smem);  // [16][kRow]
+  T* ring = sq + Layout::kQElems;      // [kDecodeWarps][kStages][K, V][16][kRow]
+
+  const int split = blockIdx.x;
+  const int kv_head = blockIdx.y;
+  const int seq = blockIdx.z;
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int q_row = args.cu_seqlens_q[seq];
+  if (args.cu_seqlens_q[seq + 1] == q_row) return;  // no query row (uniform over the CTA)
+  const int context = args.context_lens[seq];
+  const int group = args.num_heads / args.num_kv_heads;
+
+  // This split's chunks [chunk_begin, chunk_end); warp w takes chunk_begin + w + 4 i.
+  const int num_chunks = (context + kChunkKeys - 1) / kChunkKeys;
+  const int per_split = (num_chunks + num_splits - 1) / num_splits;
+  const int chunk_begin = min(split * per_split, num_chunks);
+  const int chunk_end = min(chunk_begin + per_split, num_chunks);
+  const int first_chunk = chunk_begin + warp;
+  const int my_chunks =
+      first_chunk < chunk_end ? (chunk_end - first_chunk + kDecodeWarps - 1) / kDecodeWarps : 0;
+
+  const PagedHead<T> head{static_cast<const T*>(args.k_cache),
+                          static_cast<const T*>(args.v_cache),
+                          args.block_tables + static_cast<int64_t>(seq) * args.block_table_stride,
+                          args.block_size,
+                          static_cast<int64_t>(args.num_kv_heads) * kHeadDim,
+                          static_cast<int64_t>(kv_head) * kHeadDim};
+  T* my_ring = ring + warp * Layout::kWarpElems;
+  const auto first_key = [&](int i) { return (first_chunk + i * kDecodeWarps) * kChunkKeys; };
+  const auto block_of = [&](int i) { return i < my_chunks ? head.block_of(first_key(i)) : 0; };
+  const auto load = [&](int i, int block) {
+    T* sk = my_ring + (i % Layout::kStages) * Layout::kStageElems;
+    load_chunk_async<T, kHeadDim>(sk, sk + Layout::kChunkElems, head, block, first_key(i), context,
+                                  lane);
+  };
+
+  // The first chunks' block ids are fetched together, before any copy is issued; later ones
+  // one iteration ahead of their copies, to hide the latency of the block-table read.
+  int first_blocks[Layout::kStages];
+#pragma unroll
+  for (int i = 0; i < Layout::kStages; ++i) first_blocks[i] = block_of(i);
+    // One commit group per chunk slot, empty past the end, so wait_group counts stay exact.
+#pragma unroll
+  for (int i = 0; i < Layout::kStages - 1; ++i) {
+    if (i < my_chunks) load(i, first_blocks[i]);
+    cp_async_commit();
+  }
+  int next_block = first_blocks[Layout::kStages - 1];
+
+  // q tile, while the first chunks are in flight: row g < group is query head
+  // kv_head * group + g of the row; the rest are zero.
+  constexpr int kPieces = kHeadDim / 8;
+  const T* q_src = static_cast<const T*>(args.qkv) +
+                   static_cast<int64_t>(q_row) * args.qkv_row_stride +
+                   static_cast<int64_t>(kv_head) * group * kHeadDim;
+  for (int i = threadIdx.x; i < 16 * kPieces; i += blockDim.x) {
+    const int r = i / kPieces;
+    const int piece = i % kPieces;
+    uint4 value = make_uint4(0, 0, 0, 0);
+    if (r < group) value = *reinterpret_cast<const uint4*>(q_src + r * kHeadDim + piece * 8);
+    *reinterpret_cast<uint4*>(sq + r * Layout::kRow + piece * 8) = value;
+  }
+  __syncthreads();
+  uint32_t qa[kHeadDim / 16][4];
+  load_q_fragments<T, kHeadDim>(qa, sq, lane);
+
+  // Row lane / 4 of the tile (query head kv_head * group + lane / 4 when below group); rows
+  // 8..15 are padding, kept at P = 0.
+  float o[kHeadDim / 8][4];
+#pragma unroll
+  for (int i = 0; i < kHeadDim / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float row_max = -INFINITY;  // of scaled log2-domain scores
+  float row_sum = 0.0f;       // of this lane's columns; summed over the quad at the end
+  const float scale_log2 = args.scale * kLog2e;
+
+  for (int i = 0; i < my_chunks; ++i) {
+    cp_async_wait<Layout::kStages - 2>();  // chunk i has landed (this lane's copies)
+    __syncwarp();  // ... and every lane's; every lane is also done reading chunk i - 1's slot
+    const int block = next_block;
+    next_block = block_of(i + Layout::kStages);
+    if (i + Layout::kStages - 1 < my_chunks) load(i + Layout::kStages - 1, block);
+    cp_async_commit();
+
+    const T* sk = my_ring + (i % Layout::kStages) * Layout::kStageElems;
+    float s[2][4] = {};
+    qk_chunk<T, kHeadDim>(s, qa, sk, lane);
+
+    // This lane's keys: key0, key0 + 1 (tile 0) and key0 + 8, key0 + 9 (tile 1).
+    const int key0 = first_key(i) + (lane % 4) * 2;
+    float x[4] = {s[0][0], s[0][1], s[1][0], s[1][1]};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      x[e] = key0 + (e / 2) * 8 + e % 2 < context ? x[e] * scale_log2 : -INFINITY;
+    }
+    const float chunk_max = quad_max(fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3])));
+    const float new_max = fmaxf(row_max, chunk_max);
+    const float base = new_max == -INFINITY ? 0.0f : new_max;
+    const float correction = exp2f(row_max - base);  // 0 while nothing has been seen
+    float p[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) p[e] = exp2f(x[e] - base);
+    row_sum = row_sum * correction + (p[0] + p[1]) + (p[2] + p[3]);
+    row_max = new_max;
+#pragma unroll
+    for (int d = 0; d < kHeadDim / 8; ++d) {
+      o[d][0] *= correction;
+      o[d][1] *= correction;
+    }
+    const uint32_t pa[4] = {MmaType<T>::pack(p[0], p[1]), 0u, MmaType<T>::pack(p[2], p[3]), 0u};
+    pv_chunk<T, kHeadDim>(o, pa, sk + Layout::kChunkElems, lane);
+  }
+  cp_async_wait<0>();
+  row_sum = quad_sum(row_sum);
+
+  // Merge the 4 warps' partial softmaxes (rows 0..7) through shared memory.
+  __syncthreads();                                    // every warp is done with its ring
+  float* merge_out = reinterpret_cast<float*>(ring);  // [4][8][kHeadDim]
+  float* merge_max = merge_out + kDecodeWarps * kMaxGroup * kHeadDim;  // [4][8]
+  float* merge_sum = merge_max + kDecodeWarps * kMaxGroup;             // [4][8]
+  const int row = warp * kMaxGroup + lane / 4;
+#pragma unroll
+  for (int d = 0; d < kHeadDim / 8; ++d) {
+    const int column = d * 8 + (lane % 4) * 2;
+    merge_out[row * kHeadDim + column] = o[d][0];
+    merge_out[row * kHeadDim + column + 1] = o[d][1];
+  }
+  if (lane % 4 == 0) {
+    merge_max[row] = row_max;
+    merge_sum[row] = row_sum;
+  }
+  __syncthreads();
+
+  for (int e = threadIdx.x; e < group * kHeadDim; e += blockDim.x) {
+    const int g = e / kHeadDim;
+    const int d = e % kHeadDim;
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w) m = fmaxf(m, merge_max[w * kMaxGroup + g]);
+    float sum = 0.0f;
+    float acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w) {
+      const float warp_max = merge_max[w * kMaxGroup + g];
+      if (warp_max == -INFINITY) continue;  // a warp without keys
+      const float f = exp2f(warp_max - m);
+      sum += merge_sum[w * kMaxGroup + g] * f;
+      acc += merge_out[(w * kMaxGroup + g) * kHeadDim + d] * f;
+    }
+    const float value = sum > 0.0f ? acc / sum : 0.0f;  // no keys (context 0): zeros
+    const int q_head = kv_head * group + g;
+    if (num_splits == 1) {
+      T* out = static_cast<T*>(args.out) + static_cast<int64_t>(q_row) * args.out_row_stride +
+               static_cast<int64_t>(q_head) * kHeadDim;
+      out[d] = MmaType<T>::from_float(value);
+    } else {
+      const int64_t slot =
+          (static_cast<int64_t>(seq) * args.num_heads + q_head) * num_splits + split;
+      partial_out[slot * kHeadDim + d] = value;
+      if (d == 0) partial_stats[slot] = make_float2(sum > 0.0f ? m : -INFINITY, sum);
+    }
+  }
+}
+
+// grid (num_heads, num_seqs), block kHeadDim threads: out = sum over splits of
+// partial * sum * 2^(max - M) / (the same without partial), skipping empty splits.
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(kHeadDim)
+    attention_decode_merge_kernel(const PagedAttentionArgs args, const int num_splits,
+                                  const float* __restrict__ partial_out,
+                                  const float2* __restrict__ partial_stats) {
+  const int q_head = blockIdx.x;
+  const int seq = blockIdx.y;
+  const int d = threadIdx.x;
+  const int q_row = args.cu_seqlens_q[seq];
+  if (args.cu_seqlens_q[seq + 1] == q_row) return;
+  const int64_t first = (static_cast<int64_t>(seq) * args.num_heads + q_head) * num_splits;
+  float m = -INFINITY;
+  for (int i = 0; i < num_splits; ++i) m = fmaxf(m, partial_stats[first + i].x);
+  float sum = 0.0f;
+  float acc = 0.0f;
+  for (int i = 0; i < num_splits; ++i) {
+    const float2 stats = partial_stats[first + i];
+    if (stats.x == -INFINITY) continue;  // a split without keys
+    const float weight = exp2f(stats.x - m) * stats.y;
+    sum += weight;
+    acc += weight * partial_out[(first + i) * kHeadDim + d];
+  }
+  T* out = static_cast<T*>(args.out) + static_cast<int64_t>(q_row) * args.out_row_stride +
+           static_cast<int64_t>(q_head) * kHeadDim;
+  out[d] = MmaType<T>::from_float(sum > 0.0f ? acc / sum : 0.0f);
+}
+
+template <typename T, int kHeadDim>
+void launch_typed(const PagedAttentionArgs& args, int num_splits, float* partial_out,
+                  float2* partial_stats, cudaStream_t stream) {
+  const auto kernel = attention_decode_kernel<T, kHeadDim>;
+  const size_t smem = DecodeLayout<kHeadDim>::template smem_bytes<T>();
+  NVLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const dim3 grid(num_splits, args.num_kv_heads, args.num_seqs);
+  kernel<<<grid, kDecodeWarps * 32, smem, stream>>>(args, num_splits, partial_out, partial_stats);
+  NVLLM_CUDA_CHECK_LAUNCH();
+  if (num_splits > 1) {
+    attention_decode_merge_kernel<T, kHeadDim>
+        <<<dim3(args.num_heads, args.num_seqs), kHeadDim, 0, stream>>>(args, num_splits,
+                                                                       partial_out, partial_stats);
+    NVLLM_CUDA_CHECK_LAUNCH();
+  }
+}
+
+template <typename T>
+void launch_head_dim(const PagedAttentionArgs& args, int num_splits, float* partial_out,
+                     float2* partial_stats, cudaStream_t stream) {
+  switch (args.head_dim) {
+    case 64:
+      return launch_typed<T, 64>(args, num_splits, partial_out, partial_stats, stream);
+    case 128:
+      return launch_typed<T, 128>(args, num_splits, partial_out, partial_stats, stream);
+    default:
+      NVLLM_CHECK_MSG(false, "decode attention: unsupported head_dim {}", args.head_dim);
+  }
+}
+
+}  // namespace
+
+int decode_num_splits(const PagedAttentionArgs& args) {
+  const int pairs = args.num_seqs * args.num_kv_heads;
+  // Enough (seq, kv head) CTAs to give every SM one: no split. Otherwise split the keys so
+  // about kCtasPerSm CTAs land on every SM.
+  if (args.num_sms <= 0 || pairs <= 0 || pairs >= args.num_sms) return 1;
+  return std::clamp(kCtasPerSm * args.num_sms / pairs, 1, kMaxSplits);
+}
+
+size_t decode_workspace_bytes(const PagedAttentionArgs& args) {
+  const int num_splits = decode_num_splits(args);
+  if (num_splits == 1) return 0;
+  const size_t partials = static_cast<size_t>(args.num_seqs) * args.num_heads * num_splits;
+  return partials * args.head_dim * sizeof(float) + partials * sizeof(float2);
+}
+
+void launch_attention_decode(const PagedAttentionArgs& args, void* workspace, cudaStream_t stream) {
+  const int num_splits = decode_num_splits(args);
+  float* partial_out = nullptr;     // f32 [num_seqs, num_heads, num_splits, head_dim]
+  float2* partial_stats = nullptr;  // (max, sum) [num_seqs, num_heads, num_splits]
+  if (num_splits > 1) {
+    NVLLM_CHECK_MSG(workspace != nullptr,
+                    "decode attention with {} splits needs {} bytes of "
+                    "workspace, got none",
+                    num_splits, decode_workspace_bytes(args));
+    const size_t partials = static_cast<size_t>(args.num_seqs) * args.num_heads * num_splits;
+    partial_out = static_cast<float*>(workspace);
+    partial_stats = reinterpret_cast<float2*>(partial_out + partials * args.head_dim);
+  }
+  switch (args.dtype) {
+    case DType::kBF16:
+      return launch_head_dim<__nv_bfloat16>(args, num_splits, partial_out, partial_stats, stream);
+    case DType::kF16:
+      return launch_head_dim<__half>(args, num_splits, partial_out, partial_stats, stream);
+    default:
+      NVLLM_CHECK_MSG(false, "decode attention: unsupported dtype {}", dtype_name(args.dtype));
+  }
+}
+
+}  // namespace nanovllm::cuda::attention

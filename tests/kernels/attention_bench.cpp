@@ -1,0 +1,242 @@
+// Decode-attention bandwidth on the bench workload's geometry (Qwen3-0.6B: 16 query heads,
+// 8 kv heads, head_dim 128, bf16, KV block size 256) for batches 1, 32, 256 at contexts 512,
+// 2048, 8192. Each call is timed as part of a run over enough distinct caches ("layers") that
+// L2 cannot hold them; the median over repetitions is compared with the device-to-device copy
+// bandwidth measured here (read + write bytes). Each run over the layers is one CUDA graph.
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/check.h"
+#include "core/dtype.h"
+#include "kernels/cuda/attention_ops.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace nanovllm {
+namespace {
+
+constexpr int kNumHeads = 16;
+constexpr int kNumKvHeads = 8;
+constexpr int kHeadDim = 128;
+constexpr int kBlockSize = 256;
+constexpr size_t kMinBytesPerRun = size_t{256} << 20;  // ~5x the H100's 50 MB L2
+constexpr int kMaxLayers = 128;
+constexpr int kWarmupRuns = 3;
+constexpr int kTimedRuns = 15;
+
+// Device memory freed on scope exit.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) {
+    NVLLM_CUDA_CHECK(cudaMalloc(&data_, std::max<size_t>(bytes, 16)));
+  }
+  ~DeviceBuffer() { cudaFree(data_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <typename T = void>
+  T* get() const {
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  void* data_ = nullptr;
+};
+
+// Fills `bytes` of device memory with random bf16 values in [-1, 1): a 16 MiB random pattern
+// uploaded once and doubled in place on the device.
+void fill_random_bf16(void* dst, size_t bytes, std::mt19937& rng) {
+  const size_t pattern = std::min<size_t>(bytes, size_t{16} << 20) & ~size_t{1};
+  std::vector<uint16_t> host(pattern / 2);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (uint16_t& v : host) v = float_to_bf16(dist(rng));
+  char* base = static_cast<char*>(dst);
+  NVLLM_CUDA_CHECK(cudaMemcpy(base, host.data(), pattern, cudaMemcpyHostToDevice));
+  for (size_t filled = pattern; filled < bytes;) {
+    const size_t n = std::min(filled, bytes - filled);
+    NVLLM_CUDA_CHECK(cudaMemcpy(base + filled, base, n, cudaMemcpyDeviceToDevice));
+    filled += n;
+  }
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// Milliseconds of `body` on `stream`, median over runs after warm-up.
+template <typename Body>
+double time_ms(cudaStream_t stream, int runs, Body body) {
+  cudaEvent_t start, stop;
+  NVLLM_CUDA_CHECK(cudaEventCreate(&start));
+  NVLLM_CUDA_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < kWarmupRuns; ++i) body();
+  std::vector<double> samples;
+  for (int i = 0; i < runs; ++i) {
+    NVLLM_CUDA_CHECK(cudaEventRecord(start, stream));
+    body();
+    NVLLM_CUDA_CHECK(cudaEventRecord(stop, stream));
+    NVLLM_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    NVLLM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    samples.push_back(ms);
+  }
+  NVLLM_CUDA_CHECK(cudaEventDestroy(start));
+  NVLLM_CUDA_CHECK(cudaEventDestroy(stop));
+  return median(samples);
+}
+
+// Device-to-device copy bandwidth in GB/s, counting read plus write bytes.
+double copy_bandwidth(cudaStream_t stream) {
+  const size_t bytes = size_t{1} << 30;
+  DeviceBuffer src(bytes), dst(bytes);
+  NVLLM_CUDA_CHECK(cudaMemset(src.get(), 1, bytes));
+  const double ms = time_ms(stream, 10, [&] {
+    NVLLM_CUDA_CHECK(
+        cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, stream));
+  });
+  return 2.0 * bytes / (ms * 1e-3) / 1e9;
+}
+
+struct Result {
+  int batch;
+  int context;
+  int layers;
+  double us;
+  double gbps;
+};
+
+Result bench_decode(int batch, int context, int num_sms, cudaStream_t stream, std::mt19937& rng) {
+  const int blocks_per_seq = (context + kBlockSize - 1) / kBlockSize;
+  const int num_blocks = batch * blocks_per_seq;
+  const size_t cache_bytes =
+      size_t{2} * num_blocks * kBlockSize * kNumKvHeads * kHeadDim;  // one of K, V (bf16)
+  const size_t layer_bytes = 2 * cache_bytes;
+  const int layers = static_cast<int>(
+      std::clamp<size_t>((kMinBytesPerRun + layer_bytes - 1) / layer_bytes, 1, kMaxLayers));
+  DeviceBuffer caches(layer_bytes * layers);
+  fill_random_bf16(caches.get(), layer_bytes * layers, rng);
+
+  // Every sequence's blocks are scattered over the pool.
+  std::vector<int32_t> pool(num_blocks);
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  std::vector<int32_t> cu(batch + 1), contexts(batch, context);
+  std::iota(cu.begin(), cu.end(), 0);
+  DeviceBuffer tables_d(pool.size() * sizeof(int32_t));
+  DeviceBuffer cu_d(cu.size() * sizeof(int32_t));
+  DeviceBuffer contexts_d(contexts.size() * sizeof(int32_t));
+  NVLLM_CUDA_CHECK(cudaMemcpy(tables_d.get(), pool.data(), pool.size() * sizeof(int32_t),
+                              cudaMemcpyHostToDevice));
+  NVLLM_CUDA_CHECK(
+      cudaMemcpy(cu_d.get(), cu.data(), cu.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  NVLLM_CUDA_CHECK(cudaMemcpy(contexts_d.get(), contexts.data(), contexts.size() * sizeof(int32_t),
+                              cudaMemcpyHostToDevice));
+
+  const int qkv_width = (kNumHeads + 2 * kNumKvHeads) * kHeadDim;
+  DeviceBuffer qkv(size_t{2} * batch * qkv_width);
+  DeviceBuffer out(size_t{2} * batch * kNumHeads * kHeadDim);
+  fill_random_bf16(qkv.get(), size_t{2} * batch * qkv_width, rng);
+
+  cuda::PagedAttentionArgs args;
+  args.dtype = DType::kBF16;
+  args.qkv = qkv.get();
+  args.qkv_row_stride = qkv_width;
+  args.out = out.get();
+  args.out_row_stride = kNumHeads * kHeadDim;
+  args.cu_seqlens_q = cu_d.get<int32_t>();
+  args.context_lens = contexts_d.get<int32_t>();
+  args.block_tables = tables_d.get<int32_t>();
+  args.block_table_stride = blocks_per_seq;
+  args.num_seqs = batch;
+  args.num_tokens = batch;
+  args.max_seqlen_q = 1;
+  args.num_heads = kNumHeads;
+  args.num_kv_heads = kNumKvHeads;
+  args.head_dim = kHeadDim;
+  args.block_size = kBlockSize;
+  args.scale = 0.08838834764831845f;
+  args.num_sms = num_sms;
+  DeviceBuffer workspace(cuda::paged_attention_workspace_bytes(args));
+
+  const auto run_layers = [&] {
+    for (int layer = 0; layer < layers; ++layer) {
+      const char* layer_base = caches.get<char>() + layer * layer_bytes;
+      args.k_cache = layer_base;
+      args.v_cache = layer_base + cache_bytes;
+      cuda::paged_attention(args, workspace.get(), stream);
+    }
+  };
+  // Timed as a CUDA graph, as the engine runs decode, so host launch costs stay out of it.
+  run_layers();
+  NVLLM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t graph_exec;
+  NVLLM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  run_layers();
+  NVLLM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  NVLLM_CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
+  const double ms =
+      time_ms(stream, kTimedRuns, [&] { NVLLM_CUDA_CHECK(cudaGraphLaunch(graph_exec, stream)); });
+  NVLLM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  NVLLM_CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
+  NVLLM_CUDA_CHECK(cudaGraphDestroy(graph));
+  const double us = ms * 1e3 / layers;
+  const double bytes = double(batch) * context * 2 * kNumKvHeads * kHeadDim * 2;
+  return {batch, context, layers, us, bytes / (us * 1e-6) / 1e9};
+}
+
+int run() {
+  int device = 0;
+  NVLLM_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  NVLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  cudaStream_t stream;
+  NVLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::mt19937 rng(0);
+
+  const double copy_gbps = copy_bandwidth(stream);
+  fmt::print("device: {} ({} SMs, L2 {} MB)\n", prop.name, prop.multiProcessorCount,
+             prop.l2CacheSize >> 20);
+  fmt::print("device-to-device copy: {:.0f} GB/s (read + write)\n", copy_gbps);
+  fmt::print("decode attention: {} heads, {} kv heads, head_dim {}, bf16, block size {}\n",
+             kNumHeads, kNumKvHeads, kHeadDim, kBlockSize);
+
+  std::vector<Result> results;
+  for (int batch : {1, 32, 256}) {
+    for (int context : {512, 2048, 8192}) {
+      const Result r = bench_decode(batch, context, prop.multiProcessorCount, stream, rng);
+      fmt::print(
+          "  B {:>3} ctx {:>4}: {:>8.1f} us  {:>6.0f} GB/s  {:>5.1f}% of copy  ({} caches)\n",
+          r.batch, r.context, r.us, r.gbps, 100.0 * r.gbps / copy_gbps, r.layers);
+      std::fflush(stdout);
+      results.push_back(r);
+    }
+  }
+
+  fmt::print("\n| batch | context | time (us) | GB/s | % of copy |\n");
+  fmt::print("| ---: | ---: | ---: | ---: | ---: |\n");
+  for (const Result& r : results) {
+    fmt::print("| {} | {} | {:.1f} | {:.0f} | {:.1f} |\n", r.batch, r.context, r.us, r.gbps,
+               100.0 * r.gbps / copy_gbps);
+  }
+  NVLLM_CUDA_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
+
+}  // namespace
+}  // namespace nanovllm
+
+int main() {
+  try {
+    return nanovllm::run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "attention_bench: %s\n", e.what());
+    return 1;
+  }
+}
