@@ -7,12 +7,12 @@
 namespace nanovllm {
 
 Sequence::Sequence(int64_t id, std::vector<int> prompt_token_ids, SamplingParams params,
-                   uint64_t rng_seed)
+                   uint64_t seed)
     : id(id),
       token_ids(std::move(prompt_token_ids)),
       num_prompt_tokens(static_cast<int>(token_ids.size())),
       params(std::move(params)),
-      rng(rng_seed) {
+      seed(seed) {
   NVLLM_CHECK_GT(num_prompt_tokens, 0);
 }
 

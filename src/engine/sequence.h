@@ -3,7 +3,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,7 +16,7 @@ namespace nanovllm {
 enum class SequenceStatus { kWaiting, kRunning, kFinished };
 
 struct Sequence {
-  Sequence(int64_t id, std::vector<int> prompt_token_ids, SamplingParams params, uint64_t rng_seed);
+  Sequence(int64_t id, std::vector<int> prompt_token_ids, SamplingParams params, uint64_t seed);
 
   int64_t id;
   SequenceStatus status = SequenceStatus::kWaiting;
@@ -30,7 +29,9 @@ struct Sequence {
   int num_published_blocks = 0;
   std::vector<int> block_table;  // KV cache block ids, in token order
   SamplingParams params;
-  std::mt19937_64 rng;  // this request's own random stream
+  // The request's seed (its own, or one drawn from the engine's generator): with the index of
+  // the token being sampled it determines the draw (kernels/sampling_math.h).
+  uint64_t seed;
 
   // Output state.
   std::unique_ptr<TokenTextDecoder> decoder;  // null when the engine has no text decoder

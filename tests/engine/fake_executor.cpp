@@ -102,7 +102,9 @@ void FakeExecutor::execute(const ScheduledBatch& batch, std::vector<SampleResult
     }
     if (!entry.samples) continue;
     const std::vector<float> logits = fake_logits(history, limits_.vocab_size);
-    samples_out.push_back(sampler_.sample(logits, entry.seq->params, entry.seq->rng));
+    // The token being sampled sits at index num_tokens() of the sequence.
+    samples_out.push_back(
+        sample_token(logits, entry.seq->params, entry.seq->seed, entry.seq->num_tokens()));
   }
 }
 
@@ -110,8 +112,6 @@ RequestOutput reference_generate(const std::vector<int>& prompt, const SamplingP
                                  const std::vector<int>& eos_token_ids, int max_model_len,
                                  int vocab_size) {
   NVLLM_CHECK(params.is_greedy() || params.seed.has_value());
-  std::mt19937_64 rng(params.seed.value_or(0));
-  Sampler sampler;
   RequestOutput output;
   output.prompt_token_ids = prompt;
   std::vector<int> history = prompt;
@@ -120,7 +120,9 @@ RequestOutput reference_generate(const std::vector<int>& prompt, const SamplingP
     return std::find(ids.begin(), ids.end(), id) != ids.end();
   };
   for (;;) {
-    const SampleResult sample = sampler.sample(fake_logits(history, vocab_size), params, rng);
+    const SampleResult sample =
+        sample_token(fake_logits(history, vocab_size), params, params.seed.value_or(0),
+                     static_cast<int>(history.size()));
     history.push_back(sample.token_id);
     output.token_ids.push_back(sample.token_id);
     if (params.logprobs) output.logprobs->push_back(*sample.logprobs);

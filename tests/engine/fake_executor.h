@@ -51,7 +51,6 @@ class FakeExecutor final : public ModelExecutor {
   std::vector<Slot> slots_;  // [num_blocks * block_size]
   int64_t step_ = 0;
   std::vector<RecordedStep> steps_;
-  Sampler sampler_;
 };
 
 // What a request generates when run alone, by a plain loop over fake_logits: the reference

@@ -1,15 +1,18 @@
-// Sampler: greedy, temperature, top-k, top-p, per-sequence streams, logprobs; distributions
-// are checked against a plain softmax computed here in double precision.
+// The engine's host sampler: the CPU backend's rule behind a per-row API (greedy, NaN rows,
+// determinism per (seed, position), distributions, logprobs). The rule itself is tested in
+// tests/kernels/sampling_test.cpp.
 #include "engine/sampler.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
-#include <map>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/cpu/cpu_ops.h"
 
 namespace nanovllm {
 namespace {
@@ -35,31 +38,6 @@ std::vector<double> softmax(const std::vector<float>& logits, double temperature
   return probs;
 }
 
-std::vector<float> log_of(const std::vector<double>& probs) {
-  std::vector<float> logits;
-  for (double p : probs) logits.push_back(static_cast<float>(std::log(p)));
-  return logits;
-}
-
-std::vector<double> empirical(Sampler& sampler, const std::vector<float>& logits,
-                              const SamplingParams& params, int draws, uint64_t seed = 1) {
-  std::mt19937_64 rng(seed);
-  std::vector<double> counts(logits.size(), 0.0);
-  for (int i = 0; i < draws; ++i) counts[sampler.sample(logits, params, rng).token_id] += 1;
-  for (double& c : counts) c /= draws;
-  return counts;
-}
-
-// Frequencies within 5 standard errors of the expected probabilities.
-void expect_distribution(const std::vector<double>& observed, const std::vector<double>& expected,
-                         int draws) {
-  ASSERT_EQ(observed.size(), expected.size());
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const double sigma = std::sqrt(std::max(expected[i] * (1 - expected[i]), 1e-12) / draws);
-    EXPECT_NEAR(observed[i], expected[i], 5 * sigma + 1e-9) << "token " << i;
-  }
-}
-
 std::vector<float> random_logits(std::mt19937_64& gen, int vocab) {
   std::normal_distribution<float> normal(0.0f, 2.0f);
   std::vector<float> logits(vocab);
@@ -67,162 +45,85 @@ std::vector<float> random_logits(std::mt19937_64& gen, int vocab) {
   return logits;
 }
 
-TEST(Sampler, GreedyPicksTheLargestLogit) {
-  Sampler sampler;
-  std::mt19937_64 rng(0);
-  const std::vector<float> logits = {0.1f, -2.0f, 5.0f, 4.9f};
-  EXPECT_EQ(sampler.sample(logits, random_params(0.0f), rng).token_id, 2);
+TEST(Sampler, GreedyPicksTheLargestLogitLowestIdOnTies) {
+  EXPECT_EQ(
+      sample_token(std::vector<float>{0.1f, -2.0f, 5.0f, 4.9f}, random_params(0.0f), 1, 0).token_id,
+      2);
+  EXPECT_EQ(
+      sample_token(std::vector<float>{1.0f, 3.0f, 3.0f, 2.0f, 3.0f}, random_params(0.0f), 1, 0)
+          .token_id,
+      1);
+  EXPECT_EQ(
+      sample_token(std::vector<float>{NAN, 1.0f, 2.0f, NAN}, random_params(0.0f), 1, 0).token_id,
+      2);
 }
 
-TEST(Sampler, GreedyTiesPickTheLowestIndex) {
-  Sampler sampler;
-  std::mt19937_64 rng(0);
-  const std::vector<float> logits = {1.0f, 3.0f, 3.0f, 2.0f, 3.0f};
-  EXPECT_EQ(sampler.sample(logits, random_params(0.0f), rng).token_id, 1);
+TEST(Sampler, AllNaNLogitsAreAnError) {
+  EXPECT_THROW(sample_token(std::vector<float>{NAN, NAN}, random_params(0.0f), 1, 0), Error);
+  EXPECT_THROW(sample_token(std::vector<float>{NAN, NAN}, random_params(1.0f), 1, 0), Error);
 }
 
-TEST(Sampler, GreedySkipsNaNAndRejectsAllNaN) {
-  EXPECT_EQ(argmax_lowest_index(std::vector<float>{NAN, 1.0f, 2.0f, NAN}), 2);
-  EXPECT_EQ(argmax_lowest_index(std::vector<float>{-INFINITY, -INFINITY}), 0);
-  EXPECT_THROW(argmax_lowest_index(std::vector<float>{NAN, NAN}), Error);
-}
-
-TEST(Sampler, GreedyConsumesNoRandomness) {
-  Sampler sampler;
-  std::mt19937_64 rng(5), untouched(5);
-  sampler.sample(std::vector<float>{1, 2, 3}, random_params(0.0f), rng);
-  EXPECT_EQ(rng(), untouched());
-}
-
-TEST(Sampler, TopKOneEqualsGreedy) {
-  Sampler sampler;
-  std::mt19937_64 gen(11), rng(3);
+TEST(Sampler, IsTheCpuBackendRule) {
+  std::mt19937_64 gen(3);
+  std::vector<uint64_t> scratch;
   for (int trial = 0; trial < 200; ++trial) {
-    std::vector<float> logits = random_logits(gen, 50);
-    if (trial % 10 == 0) logits[7] = logits[30] = 100.0f;  // a tie: the lower id wins
-    EXPECT_EQ(sampler.sample(logits, random_params(1.5f, 1), rng).token_id,
-              argmax_lowest_index(logits));
+    const std::vector<float> logits = random_logits(gen, 97);
+    const SamplingParams params =
+        random_params(0.5f + 0.01f * trial, trial % 3 ? 10 : 0, trial % 2 ? 0.8f : 1.0f);
+    const uint64_t seed = gen();
+    const cpu::RowSamplingParams row{params.temperature, params.top_k, params.top_p, seed, trial};
+    EXPECT_EQ(sample_token(logits, params, seed, trial).token_id,
+              cpu::sample_row(logits.data(), 97, row, scratch));
   }
 }
 
-TEST(Sampler, TinyTopPEqualsGreedy) {
-  Sampler sampler;
-  std::mt19937_64 gen(12), rng(4);
-  for (int trial = 0; trial < 200; ++trial) {
-    const std::vector<float> logits = random_logits(gen, 50);
-    EXPECT_EQ(sampler.sample(logits, random_params(1.0f, 0, 1e-6f), rng).token_id,
-              argmax_lowest_index(logits));
+TEST(Sampler, TokensArePureFunctionsOfSeedAndPosition) {
+  std::mt19937_64 gen(4);
+  const std::vector<float> logits = random_logits(gen, 500);
+  const SamplingParams params = random_params(1.5f);
+  std::set<int> by_position, by_seed;
+  for (int position = 0; position < 100; ++position) {
+    const int token = sample_token(logits, params, 1234, position).token_id;
+    EXPECT_EQ(sample_token(logits, params, 1234, position).token_id, token);
+    by_position.insert(token);
+    by_seed.insert(sample_token(logits, params, 1000 + position, 7).token_id);
   }
+  EXPECT_GT(by_position.size(), 20u);
+  EXPECT_GT(by_seed.size(), 20u);
 }
 
 TEST(Sampler, EmpiricalDistributionMatchesSoftmax) {
-  Sampler sampler;
   const std::vector<float> logits = {1.0f, 2.0f, 0.5f, -1.0f, 3.0f};
-  const int draws = 200000;
-  expect_distribution(empirical(sampler, logits, random_params(1.0f), draws), softmax(logits),
-                      draws);
-}
-
-TEST(Sampler, TemperatureScalesTheLogits) {
-  Sampler sampler;
-  const std::vector<float> logits = {1.0f, 2.0f, 0.5f, -1.0f, 3.0f};
-  const int draws = 200000;
-  expect_distribution(empirical(sampler, logits, random_params(0.6f), draws, 2),
-                      softmax(logits, 0.6), draws);
-  expect_distribution(empirical(sampler, logits, random_params(2.5f), draws, 3),
-                      softmax(logits, 2.5), draws);
-}
-
-TEST(Sampler, TopKRenormalizesOverTheKMostLikely) {
-  Sampler sampler;
-  const std::vector<float> logits = {1.0f, 2.0f, 0.5f, -1.0f, 3.0f};
-  const int draws = 200000;
-  const std::vector<double> full = softmax(logits);
-  const double kept = full[4] + full[1];
-  const std::vector<double> expected = {0, full[1] / kept, 0, 0, full[4] / kept};
-  expect_distribution(empirical(sampler, logits, random_params(1.0f, 2), draws), expected, draws);
-}
-
-TEST(Sampler, TopPKeepsTheSmallestSetReachingP) {
-  Sampler sampler;
-  const std::vector<float> logits = log_of({0.5, 0.3, 0.15, 0.05});
-  const int draws = 200000;
-  // Mass before the third token is 0.8 >= 0.7: it is dropped; 0.5 < 0.7 keeps the second.
-  expect_distribution(empirical(sampler, logits, random_params(1.0f, 0, 0.7f), draws),
-                      {0.625, 0.375, 0, 0}, draws);
-  // 0.8 < 0.85: the third token is kept too.
-  expect_distribution(empirical(sampler, logits, random_params(1.0f, 0, 0.85f), draws),
-                      {0.5 / 0.95, 0.3 / 0.95, 0.15 / 0.95, 0}, draws);
-}
-
-TEST(Sampler, TopPAppliesToTheTopKRenormalizedDistribution) {
-  Sampler sampler;
-  const std::vector<float> logits = log_of({0.4, 0.3, 0.2, 0.1});
-  const int draws = 200000;
-  // After top-k 3 the probabilities are 4/9, 3/9, 2/9: the mass before the third token is
-  // 7/9 >= 0.75, so it goes (over the original distribution, 0.7 < 0.75 would keep it).
-  expect_distribution(empirical(sampler, logits, random_params(1.0f, 3, 0.75f), draws),
-                      {4.0 / 7, 3.0 / 7, 0, 0}, draws);
-}
-
-TEST(Sampler, TopPUsesTheTemperatureScaledDistribution) {
-  Sampler sampler;
-  const std::vector<float> logits = log_of({0.5, 0.3, 0.15, 0.05});
-  const int draws = 20000;
-  // At temperature 0.5 the probabilities are ~ 0.68, 0.25, 0.06, 0.007, so top_p 0.6 keeps
-  // only the first token (over the unscaled distribution it would keep two).
-  expect_distribution(empirical(sampler, logits, random_params(0.5f, 0, 0.6f), draws), {1, 0, 0, 0},
-                      draws);
-}
-
-TEST(Sampler, SeededStreamsDoNotDependOnBatchPosition) {
-  std::mt19937_64 gen(99);
-  const int vocab = 40, steps = 30;
-  std::vector<std::vector<float>> logits_per_step;
-  for (int s = 0; s < steps; ++s) logits_per_step.push_back(random_logits(gen, vocab));
-  const SamplingParams params = random_params(1.0f, 10, 0.9f);
-
-  // Sequence 0 sampled alone...
-  std::vector<int> alone;
-  {
-    Sampler sampler;
-    std::mt19937_64 rng(1234);
-    for (int s = 0; s < steps; ++s)
-      alone.push_back(sampler.sample(logits_per_step[s], params, rng).token_id);
-  }
-  // ...and as one row among others whose number and order change every step.
-  Sampler sampler;
-  std::vector<std::mt19937_64> rngs = {std::mt19937_64(1234), std::mt19937_64(7),
-                                       std::mt19937_64(8)};
-  std::vector<int> batched;
-  for (int s = 0; s < steps; ++s) {
-    std::vector<int> order = s % 3 == 0   ? std::vector<int>{0}
-                             : s % 3 == 1 ? std::vector<int>{1, 0, 2}
-                                          : std::vector<int>{2, 0};
-    std::vector<Sampler::Row> rows;
-    std::vector<float> flat;
-    for (int seq : order) {
-      rows.push_back({&params, &rngs[seq]});
-      flat.insert(flat.end(), logits_per_step[s].begin(), logits_per_step[s].end());
+  const int draws = 100000;
+  for (float temperature : {1.0f, 0.6f}) {
+    std::vector<double> counts(logits.size(), 0.0);
+    for (int n = 0; n < draws; ++n) {
+      counts[sample_token(logits, random_params(temperature), 99, n).token_id] += 1.0 / draws;
     }
-    std::vector<SampleResult> out;
-    sampler.sample_rows(flat.data(), vocab, rows, out);
-    ASSERT_EQ(out.size(), order.size());
-    for (size_t i = 0; i < order.size(); ++i)
-      if (order[i] == 0) batched.push_back(out[i].token_id);
+    const std::vector<double> expected = softmax(logits, temperature);
+    for (size_t i = 0; i < logits.size(); ++i) {
+      const double sigma = std::sqrt(expected[i] * (1 - expected[i]) / draws);
+      EXPECT_NEAR(counts[i], expected[i], 5 * sigma) << "token " << i;
+    }
   }
-  EXPECT_EQ(batched, alone);
+}
+
+TEST(Sampler, NeverSamplesAMinusInfinityToken) {
+  const std::vector<float> logits = {-INFINITY, 0.0f, -INFINITY, 0.0f};
+  for (int n = 0; n < 1000; ++n) {
+    const int token = sample_token(logits, random_params(1.0f), 3, n).token_id;
+    EXPECT_TRUE(token == 1 || token == 3);
+  }
 }
 
 TEST(Sampler, LogprobsEqualLogSoftmaxOfRawLogits) {
-  Sampler sampler;
-  std::mt19937_64 gen(5), rng(6);
+  std::mt19937_64 gen(5);
   for (int trial = 0; trial < 20; ++trial) {
     std::vector<float> logits = random_logits(gen, 100);
     logits[3] = logits[60] = 9.0f;                         // a tie at the top
     SamplingParams params = random_params(0.7f, 5, 0.8f);  // ignored by logprobs
     params.logprobs = 4;
-    const SampleResult result = sampler.sample(logits, params, rng);
+    const SampleResult result = sample_token(logits, params, 6, trial);
     ASSERT_TRUE(result.logprobs.has_value());
     const PositionLogprobs& lp = *result.logprobs;
     const std::vector<double> probs = softmax(logits);
@@ -234,50 +135,34 @@ TEST(Sampler, LogprobsEqualLogSoftmaxOfRawLogits) {
     ASSERT_EQ(lp.top.size(), 4u);
     EXPECT_EQ(lp.top[0].token_id, 3);
     EXPECT_EQ(lp.top[1].token_id, 60);
-    for (size_t i = 0; i < lp.top.size(); ++i) {
-      EXPECT_NEAR(lp.top[i].logprob, std::log(probs[lp.top[i].token_id]), 1e-5);
-      if (i > 0) {
-        EXPECT_GE(lp.top[i - 1].logprob, lp.top[i].logprob);
-      }
-    }
-    // Nothing outside the list beats its last entry.
     std::vector<double> sorted = probs;
     std::sort(sorted.rbegin(), sorted.rend());
-    EXPECT_NEAR(lp.top[3].logprob, std::log(sorted[3]), 1e-5);
+    for (size_t i = 0; i < lp.top.size(); ++i) {
+      EXPECT_NEAR(lp.top[i].logprob, std::log(probs[lp.top[i].token_id]), 1e-5);
+      EXPECT_NEAR(lp.top[i].logprob, std::log(sorted[i]), 1e-5);
+    }
   }
 }
 
 TEST(Sampler, LogprobsZeroReportsOnlyTheSampledToken) {
-  Sampler sampler;
-  std::mt19937_64 rng(1);
   SamplingParams params = random_params(0.0f);
   params.logprobs = 0;
-  const SampleResult result = sampler.sample(std::vector<float>{0.0f, 1.0f}, params, rng);
+  const SampleResult result = sample_token(std::vector<float>{0.0f, 1.0f}, params, 1, 0);
   ASSERT_TRUE(result.logprobs.has_value());
   EXPECT_TRUE(result.logprobs->top.empty());
   EXPECT_NEAR(result.logprobs->logprob, std::log(std::exp(1.0) / (1 + std::exp(1.0))), 1e-6);
   EXPECT_EQ(result.logprobs->rank, 1);
   params.logprobs.reset();
-  EXPECT_FALSE(sampler.sample(std::vector<float>{0.0f, 1.0f}, params, rng).logprobs.has_value());
+  EXPECT_FALSE(sample_token(std::vector<float>{0.0f, 1.0f}, params, 1, 0).logprobs.has_value());
 }
 
-TEST(Sampler, NeverSamplesAMinusInfinityToken) {
-  Sampler sampler;
-  std::mt19937_64 rng(3);
-  const std::vector<float> logits = {-INFINITY, 0.0f, -INFINITY, 0.0f};
-  for (int i = 0; i < 1000; ++i) {
-    const int token = sampler.sample(logits, random_params(1.0f), rng).token_id;
-    EXPECT_TRUE(token == 1 || token == 3);
-  }
-}
-
-TEST(Sampler, UniformIsInUnitInterval) {
-  std::mt19937_64 rng(0);
-  for (int i = 0; i < 10000; ++i) {
-    const double u = uniform_01(rng);
-    EXPECT_GE(u, 0.0);
-    EXPECT_LT(u, 1.0);
-  }
+TEST(Sampler, TopLogprobsStopAtTheVocabulary) {
+  const PositionLogprobs lp = token_logprobs(std::vector<float>{0.0f, 2.0f, 1.0f}, 2, 20);
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_EQ(lp.top[0].token_id, 1);
+  EXPECT_EQ(lp.top[1].token_id, 2);
+  EXPECT_EQ(lp.top[2].token_id, 0);
+  EXPECT_EQ(lp.rank, 2);
 }
 
 }  // namespace

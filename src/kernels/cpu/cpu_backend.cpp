@@ -53,6 +53,13 @@ class CpuBackend final : public Backend {
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) override {
     cpu::gather_rows(x, indices, out, pool_);
   }
+  void sample(const Tensor& logits, const SamplingTensors& params, Tensor token_ids) override {
+    cpu::sample(logits, params, token_ids, pool_);
+  }
+  void compute_logprobs(const Tensor& logits, const Tensor& token_ids, int num_top,
+                        const LogprobsTensors& out) override {
+    cpu::compute_logprobs(logits, token_ids, num_top, out, pool_);
+  }
 
  private:
   static void check_host_copy(const Tensor& tensor, std::string_view name) {

@@ -2,6 +2,10 @@
 // before any work starts (worker threads must not throw), then splits the work over the pool.
 #pragma once
 
+#include <cstdint>
+#include <limits>
+#include <vector>
+
 #include "kernels/backend.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -22,5 +26,41 @@ void gather_rows(const Tensor& x, const Tensor& indices, Tensor out, ThreadPool&
 // dst[i, :] = src[index[i], :] for rows of `width` floats; indices already checked.
 void copy_indexed_rows(const float* src, const int32_t* index, int64_t count, int64_t width,
                        float* dst, ThreadPool& pool);
+
+void sample(const Tensor& logits, const SamplingTensors& params, Tensor token_ids,
+            ThreadPool& pool);
+void compute_logprobs(const Tensor& logits, const Tensor& token_ids, int num_top,
+                      const LogprobsTensors& out, ThreadPool& pool);
+
+// The row functions behind sample and compute_logprobs (also the engine's host sampler).
+// 1 to sampling::kMaxVocabulary tokens.
+void check_sampling_vocabulary(int64_t vocab);
+// 0 to SamplingParams::kMaxLogprobs top entries, and no more than the vocabulary.
+void check_logprobs_count(int num_top, int64_t vocab);
+
+struct RowSamplingParams {
+  float temperature = 1.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+  int32_t position = 0;  // index in the sequence of the token being sampled
+};
+
+// The token kernels/sampling_math.h's rule draws from logits[vocab]; -1 when all are NaN.
+// `scratch` is reused across calls.
+int32_t sample_row(const float* logits, int64_t vocab, const RowSamplingParams& params,
+                   std::vector<uint64_t>& scratch);
+
+struct RowLogprobs {
+  float logprob =
+      std::numeric_limits<float>::quiet_NaN();  // NaN for a token outside the vocabulary
+  int32_t rank = 0;                             // 0 for a token outside the vocabulary
+};
+
+// log_softmax (in double) of logits[vocab] at `token`, its rank (1 + number of strictly larger
+// logits), and the num_top most likely tokens (rank-key order: lowest id first on ties) into
+// top_ids / top_logprobs[num_top].
+RowLogprobs logprobs_row(const float* logits, int64_t vocab, int32_t token, int num_top,
+                         int32_t* top_ids, float* top_logprobs, std::vector<uint64_t>& scratch);
 
 }  // namespace nanovllm::cpu
