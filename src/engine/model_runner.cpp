@@ -4,12 +4,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/check.h"
 #include "core/logging.h"
 
 namespace nanovllm {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 size_t available_host_memory() {
   const long pages = sysconf(_SC_AVPHYS_PAGES);
@@ -31,12 +38,19 @@ BatchInputCapacity input_capacity(const EngineConfig& config, int max_model_len)
   return capacity;
 }
 
-Buffer int32_buffer(int64_t count, Device device) {
-  return Buffer(static_cast<size_t>(count) * sizeof(int32_t), device);
-}
+constexpr double kMiB = 1024.0 * 1024.0;
 
-Tensor int32_view(const Buffer& buffer, std::initializer_list<int64_t> shape) {
-  return buffer.as_tensor(DType::kI32, shape);
+// nano-vllm's decode graph sizes: 1, 2, 4, 8, then every 16, up to 512; plus the largest
+// batch itself when it is not one of them.
+std::vector<int> graph_sizes(int max_num_seqs) {
+  const int largest = std::min(max_num_seqs, 512);
+  std::vector<int> sizes;
+  for (int size : {1, 2, 4, 8}) {
+    if (size <= largest) sizes.push_back(size);
+  }
+  for (int size = 16; size <= largest; size += 16) sizes.push_back(size);
+  if (sizes.back() != largest) sizes.push_back(largest);
+  return sizes;
 }
 
 }  // namespace
@@ -45,9 +59,12 @@ ModelRunner::ModelRunner(const EngineConfig& config, Backend& backend, Qwen3Mode
     : backend_(backend),
       model_(model),
       host_inputs_(input_capacity(
-          config, config.resolved_max_model_len(model.config().max_position_embeddings))) {
+          config, config.resolved_max_model_len(model.config().max_position_embeddings))),
+      step_inputs_(input_capacity(config, config.resolved_max_model_len(
+                                              model.config().max_position_embeddings)),
+                   backend) {
   config.validate();
-  if (device_name(backend.device()) != config.device) {
+  if (config.device != "auto" && device_name(backend.device()) != config.device) {
     throw Error(fmt::format("engine config asks for device '{}' but the backend runs on '{}'",
                             config.device, device_name(backend.device())));
   }
@@ -57,6 +74,7 @@ ModelRunner::ModelRunner(const EngineConfig& config, Backend& backend, Qwen3Mode
                             config.tensor_parallel_size));
   }
   const AttentionDims dims = model.attention_dims();
+  backend.check_attention_support(dims, config.kvcache_block_size);
   kv_shape_.num_layers = model_config.num_hidden_layers;
   kv_shape_.num_kv_heads = dims.num_kv_heads;
   kv_shape_.head_dim = dims.head_dim;
@@ -66,117 +84,236 @@ ModelRunner::ModelRunner(const EngineConfig& config, Backend& backend, Qwen3Mode
   limits_.block_size = config.kvcache_block_size;
   limits_.vocab_size = model_config.vocab_size;
   limits_.max_model_len = config.resolved_max_model_len(model_config.max_position_embeddings);
+
+  const int max_seqs = config.max_num_seqs;
+  sample_out_ = Buffer(
+      static_cast<size_t>(max_seqs) * (3 + 2 * SamplingParams::kMaxLogprobs) * sizeof(int32_t),
+      backend.device());
+  host_tokens_.resize(max_seqs);
+
   limits_.num_kvcache_blocks = choose_num_kvcache_blocks(config);
-  allocate_kv_cache();
+  kv_buffer_ = Buffer(static_cast<size_t>(limits_.num_kvcache_blocks) * kv_shape_.bytes_per_block(),
+                      backend.device());
+  kv_cache_ = make_kv_views(kv_buffer_, limits_.num_kvcache_blocks);
+  NVLLM_LOG_INFO("KV cache: {} blocks of {} tokens ({} tokens), {:.2f} GiB in {}",
+                 limits_.num_kvcache_blocks, kv_shape_.block_size,
+                 int64_t{limits_.num_kvcache_blocks} * kv_shape_.block_size,
+                 static_cast<double>(kv_buffer_.bytes()) / (1 << 30), dtype_name(kv_shape_.dtype));
 
-  const BatchInputCapacity capacity = input_capacity(config, limits_.max_model_len);
-  const Device device = backend.device();
-  input_ids_ = int32_buffer(capacity.max_tokens, device);
-  positions_ = int32_buffer(capacity.max_tokens, device);
-  slot_mapping_ = int32_buffer(capacity.max_tokens, device);
-  cu_seqlens_q_ = int32_buffer(capacity.max_seqs + 1, device);
-  context_lens_ = int32_buffer(capacity.max_seqs, device);
-  block_tables_ =
-      int32_buffer(static_cast<int64_t>(capacity.max_seqs) * capacity.max_blocks_per_seq, device);
-  last_token_indices_ = int32_buffer(capacity.max_seqs, device);
-  sample_rows_.reserve(capacity.max_seqs);
+  if (!config.enforce_eager) capture_decode_graphs(config);
 }
 
-int ModelRunner::choose_num_kvcache_blocks(const EngineConfig& config) const {
-  if (config.num_kvcache_blocks > 0) return config.num_kvcache_blocks;
-  if (backend_.device() == Device::kCPU) {
-    return cpu_num_kvcache_blocks(kv_shape_, kDefaultCpuKVCacheBytes, available_host_memory(),
-                                  config.max_num_seqs, limits_.max_model_len);
-  }
-  // Sizing from free device memory (gpu_num_kvcache_blocks) needs the CUDA backend's memory
-  // queries, which this build does not have.
-  throw Error(
-      "CUDA backend not built: cannot size the KV cache from free GPU memory; "
-      "set num_kvcache_blocks explicitly");
-}
-
-void ModelRunner::allocate_kv_cache() {
-  const int64_t blocks = limits_.num_kvcache_blocks;
-  const int64_t per_tensor =
-      blocks * kv_shape_.block_size * kv_shape_.num_kv_heads * kv_shape_.head_dim;
-  const size_t tensor_bytes = static_cast<size_t>(per_tensor) * dtype_size(kv_shape_.dtype);
-  kv_buffer_ = Buffer(tensor_bytes * 2 * kv_shape_.num_layers, backend_.device());
-  auto* base = static_cast<unsigned char*>(kv_buffer_.data());
-  kv_cache_.clear();
+std::vector<LayerKVCache> ModelRunner::make_kv_views(const Buffer& buffer, int num_blocks) const {
+  const int64_t blocks = num_blocks;
+  const size_t tensor_bytes = static_cast<size_t>(blocks) * kv_shape_.block_size *
+                              kv_shape_.num_kv_heads * kv_shape_.head_dim *
+                              dtype_size(kv_shape_.dtype);
+  NVLLM_CHECK_GE(buffer.bytes(), tensor_bytes * 2 * kv_shape_.num_layers);
+  auto* base = static_cast<unsigned char*>(buffer.data());
+  std::vector<LayerKVCache> views;
   for (int layer = 0; layer < kv_shape_.num_layers; ++layer) {
     unsigned char* k = base + tensor_bytes * (2 * layer);
     unsigned char* v = base + tensor_bytes * (2 * layer + 1);
     const std::initializer_list<int64_t> shape = {blocks, kv_shape_.block_size,
                                                   kv_shape_.num_kv_heads, kv_shape_.head_dim};
-    kv_cache_.push_back({Tensor(k, kv_shape_.dtype, shape, backend_.device()),
-                         Tensor(v, kv_shape_.dtype, shape, backend_.device())});
+    views.push_back({Tensor(k, kv_shape_.dtype, shape, buffer.device()),
+                     Tensor(v, kv_shape_.dtype, shape, buffer.device())});
   }
-  NVLLM_LOG_INFO("KV cache: {} blocks of {} tokens, {:.2f} GiB in {}", blocks, kv_shape_.block_size,
-                 static_cast<double>(kv_buffer_.bytes()) / (1 << 30), dtype_name(kv_shape_.dtype));
+  return views;
 }
 
-void ModelRunner::upload_inputs() {
-  const BatchInputs& in = host_inputs_;
-  const int64_t tokens = in.num_tokens();
-  const int64_t seqs = in.num_seqs();
-  backend_.upload(int32_view(input_ids_, {tokens}), in.input_ids.data());
-  backend_.upload(int32_view(positions_, {tokens}), in.positions.data());
-  backend_.upload(int32_view(slot_mapping_, {tokens}), in.slot_mapping.data());
-  backend_.upload(int32_view(cu_seqlens_q_, {seqs + 1}), in.cu_seqlens_q.data());
-  backend_.upload(int32_view(context_lens_, {seqs}), in.context_lens.data());
-  backend_.upload(int32_view(block_tables_, {seqs, in.block_table_width()}),
-                  in.block_tables.data());
-  backend_.upload(
-      int32_view(last_token_indices_, {static_cast<int64_t>(in.last_token_indices.size())}),
-      in.last_token_indices.data());
+int ModelRunner::choose_num_kvcache_blocks(const EngineConfig& config) {
+  if (config.num_kvcache_blocks > 0) return config.num_kvcache_blocks;
+  if (backend_.device() == Device::kCPU) {
+    return cpu_num_kvcache_blocks(kv_shape_, kDefaultCpuKVCacheBytes, available_host_memory(),
+                                  config.max_num_seqs, limits_.max_model_len);
+  }
+  return gpu_blocks_after_warmup(config);
 }
 
-ForwardBatch ModelRunner::forward_batch() const {
-  const BatchInputs& in = host_inputs_;
-  const int64_t tokens = in.num_tokens();
-  const int64_t seqs = in.num_seqs();
-  ForwardBatch batch;
-  batch.input_ids = int32_view(input_ids_, {tokens});
-  batch.positions = int32_view(positions_, {tokens});
-  batch.last_token_indices =
-      int32_view(last_token_indices_, {static_cast<int64_t>(in.last_token_indices.size())});
-  batch.attention.num_seqs = static_cast<int>(seqs);
-  batch.attention.max_seqlen_q = in.max_seqlen_q();
-  batch.attention.max_seqlen_k = in.max_seqlen_k();
-  batch.attention.cu_seqlens_q = int32_view(cu_seqlens_q_, {seqs + 1});
-  batch.attention.context_lens = int32_view(context_lens_, {seqs});
-  batch.attention.block_tables = int32_view(block_tables_, {seqs, in.block_table_width()});
-  batch.attention.slot_mapping = int32_view(slot_mapping_, {tokens});
-  return batch;
+// As nano-vllm: run the largest prefill a step can hold (max_num_batched_tokens as sequences of
+// max_model_len) and sample it, so every activation buffer and scratch area reaches its peak
+// size, then give the KV cache what gpu_memory_utilization leaves.
+int ModelRunner::gpu_blocks_after_warmup(const EngineConfig& config) {
+  const auto start = Clock::now();
+  const int length = std::min(limits_.max_model_len, config.max_num_batched_tokens);
+  const int num_seqs = std::clamp(config.max_num_batched_tokens / length, 1, config.max_num_seqs);
+  const int seq_blocks = blocks_per_sequence(length, kv_shape_.block_size);
+
+  backend_.reset_peak_memory();
+  // A cache just large enough for the warm-up batch, released before sizing the real one.
+  Buffer warmup_kv(static_cast<size_t>(num_seqs) * seq_blocks * kv_shape_.bytes_per_block(),
+                   backend_.device());
+  std::vector<LayerKVCache> warmup_cache = make_kv_views(warmup_kv, num_seqs * seq_blocks);
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  ScheduledBatch batch;
+  batch.is_prefill = true;
+  for (int i = 0; i < num_seqs; ++i) {
+    seqs.push_back(
+        std::make_unique<Sequence>(-1 - i, std::vector<int>(length, 0), SamplingParams{}, 0));
+    for (int b = 0; b < seq_blocks; ++b) seqs.back()->block_table.push_back(i * seq_blocks + b);
+    batch.seqs.push_back({seqs.back().get(), length, true});
+  }
+  host_inputs_.build(batch, kv_shape_.block_size);
+  step_inputs_.build(host_inputs_, batch);
+  step_inputs_.upload();
+  const Tensor logits = model_.forward(step_inputs_.forward_batch(), warmup_cache);
+  backend_.sample(logits, step_inputs_.sampling(),
+                  Tensor(sample_out_.data(), DType::kI32, {num_seqs}, backend_.device()));
+  backend_.synchronize();
+  const DeviceMemoryInfo peak = backend_.memory_info();
+  warmup_kv = Buffer();
+  const DeviceMemoryInfo now = backend_.memory_info();
+
+  // Memory the forward pass held only while it ran, beyond what stays allocated (nano-vllm's
+  // peak - current), leaving out the warm-up cache itself.
+  const size_t warmup_kv_bytes = peak.allocated - now.allocated;
+  const size_t held_at_peak = peak.peak_allocated - warmup_kv_bytes;
+  const size_t activation_peak = held_at_peak > now.allocated ? held_at_peak - now.allocated : 0;
+  const size_t used = now.total - now.free;
+  const int blocks = gpu_num_kvcache_blocks(kv_shape_, now.total, used, activation_peak,
+                                            config.gpu_memory_utilization);
+  NVLLM_LOG_INFO(
+      "warm-up forward ({} x {} tokens) in {:.2f} s: {:.0f} MiB in use, activation peak beyond "
+      "that {:.0f} MiB, {:.0f} of {:.0f} MiB free",
+      num_seqs, length, seconds_since(start), now.allocated / kMiB, activation_peak / kMiB,
+      now.free / kMiB, now.total / kMiB);
+  return blocks;
+}
+
+void ModelRunner::capture_decode_graphs(const EngineConfig& config) {
+  if (model_.dumps_tensors()) {
+    NVLLM_LOG_INFO("tensor dumps are on: decode runs without graphs");
+    return;
+  }
+  const auto start = Clock::now();
+  const int width = blocks_per_sequence(limits_.max_model_len, kv_shape_.block_size);
+  std::vector<int> sizes = graph_sizes(config.max_num_seqs);
+  // Every later step fits the buffers the graphs name.
+  const BatchInputCapacity capacity = input_capacity(config, limits_.max_model_len);
+  model_.reserve(capacity.max_tokens, capacity.max_seqs);
+  // Largest first: its eager warm-up grows every buffer to the size all graphs then share.
+  for (auto size = sizes.rbegin(); size != sizes.rend(); ++size) {
+    step_inputs_.build_padding(*size, width);
+    step_inputs_.upload();
+    const ForwardBatch batch = step_inputs_.forward_batch();
+    model_.forward(batch, kv_cache_);
+    DecodeGraph entry;
+    entry.batch_size = *size;
+    entry.graph = backend_.capture([&] { entry.logits = model_.forward(batch, kv_cache_); });
+    if (!entry.graph) return;  // the backend has no graphs: decode runs eagerly
+    graphs_.push_back(std::move(entry));
+  }
+  backend_.synchronize();
+  std::reverse(graphs_.begin(), graphs_.end());
+  NVLLM_LOG_INFO("captured {} decode graphs (batch sizes 1 to {}) in {:.2f} s", graphs_.size(),
+                 graphs_.back().batch_size, seconds_since(start));
+}
+
+std::vector<int> ModelRunner::graph_batch_sizes() const {
+  std::vector<int> sizes;
+  for (const DecodeGraph& entry : graphs_) sizes.push_back(entry.batch_size);
+  return sizes;
+}
+
+const ModelRunner::DecodeGraph* ModelRunner::graph_for(const ScheduledBatch& batch) const {
+  if (batch.is_prefill) return nullptr;
+  const int seqs = static_cast<int>(batch.seqs.size());
+  for (const DecodeGraph& entry : graphs_) {
+    if (entry.batch_size >= seqs) return &entry;
+  }
+  return nullptr;
 }
 
 void ModelRunner::execute(const ScheduledBatch& batch, std::vector<SampleResult>& samples_out) {
   samples_out.clear();
+  device_wait_seconds_ = 0.0;
   host_inputs_.build(batch, limits_.block_size);
-  upload_inputs();
-  const Tensor logits = model_.forward(forward_batch(), kv_cache_);  // fp32 [rows, vocab]
-  const int num_sampling = host_inputs_.num_sampling();
-  if (num_sampling == 0) return;  // only prompt chunks: their K/V is all this step was for
-
-  const int vocab = limits_.vocab_size;
-  NVLLM_CHECK_MSG(logits.dtype() == DType::kF32, "logits are {}, expected f32",
-                  dtype_name(logits.dtype()));
-  NVLLM_CHECK_EQ(logits.size(0), static_cast<int64_t>(num_sampling));
-  NVLLM_CHECK_EQ(logits.size(1), static_cast<int64_t>(vocab));
-  const float* host_logits = nullptr;
-  if (logits.device() == Device::kCPU) {
-    host_logits = logits.data_as<const float>();
+  const DecodeGraph* graph = graph_for(batch);
+  if (graph != nullptr) {
+    step_inputs_.build(host_inputs_, batch, graph->batch_size,
+                       blocks_per_sequence(limits_.max_model_len, limits_.block_size));
   } else {
-    host_logits_.resize(static_cast<size_t>(num_sampling) * vocab);
-    backend_.download(host_logits_.data(), logits);
-    host_logits = host_logits_.data();
+    step_inputs_.build(host_inputs_, batch);
+  }
+  step_inputs_.upload();
+  Tensor logits;  // f32 [rows, vocab]
+  if (graph != nullptr) {
+    graph->graph->replay();
+    logits = graph->logits;
+  } else {
+    logits = model_.forward(step_inputs_.forward_batch(), kv_cache_);
+  }
+  if (host_inputs_.num_sampling() == 0) return;  // only prompt chunks: their K/V was the point
+  sample(batch, logits.slice_rows(0, host_inputs_.num_sampling()), samples_out);
+}
+
+void ModelRunner::sample(const ScheduledBatch& batch, const Tensor& logits,
+                         std::vector<SampleResult>& samples_out) {
+  const int64_t rows = logits.size(0);
+  constexpr int64_t kTop = SamplingParams::kMaxLogprobs;
+  auto* base = static_cast<int32_t*>(sample_out_.data());
+  const Device device = backend_.device();
+  const int64_t capacity = static_cast<int64_t>(host_tokens_.size());
+  const Tensor tokens(base, DType::kI32, {rows}, device);
+  backend_.sample(logits, step_inputs_.sampling(), tokens);
+
+  int num_top = -1;  // the most top logprobs a row asks for; -1: none asks
+  for (const ScheduledSequence& entry : batch.seqs) {
+    if (entry.samples && entry.seq->params.logprobs) {
+      num_top = std::max(num_top, *entry.seq->params.logprobs);
+    }
+  }
+  LogprobsTensors logprobs;
+  if (num_top >= 0) {
+    logprobs.logprob = Tensor(base + capacity, DType::kF32, {rows}, device);
+    logprobs.rank = Tensor(base + 2 * capacity, DType::kI32, {rows}, device);
+    if (num_top > 0) {
+      logprobs.top_ids = Tensor(base + 3 * capacity, DType::kI32, {rows, num_top}, device);
+      logprobs.top_logprobs =
+          Tensor(base + (3 + kTop) * capacity, DType::kF32, {rows, num_top}, device);
+    }
+    backend_.compute_logprobs(logits, tokens, num_top, logprobs);
   }
 
-  sample_rows_.clear();
-  for (const ScheduledSequence& entry : batch.seqs) {
-    if (entry.samples) sample_rows_.push_back({&entry.seq->params, &entry.seq->rng});
+  const auto wait_start = Clock::now();
+  backend_.download(host_tokens_.data(), tokens);  // waits for the step's device work
+  device_wait_seconds_ = seconds_since(wait_start);
+  if (num_top >= 0) {
+    host_logprobs_.resize(rows);
+    host_ranks_.resize(rows);
+    host_top_ids_.resize(rows * std::max(num_top, 0));
+    host_top_logprobs_.resize(rows * std::max(num_top, 0));
+    backend_.download(host_logprobs_.data(), logprobs.logprob);
+    backend_.download(host_ranks_.data(), logprobs.rank);
+    if (num_top > 0) {
+      backend_.download(host_top_ids_.data(), logprobs.top_ids);
+      backend_.download(host_top_logprobs_.data(), logprobs.top_logprobs);
+    }
   }
-  sampler_.sample_rows(host_logits, vocab, sample_rows_, samples_out);
+
+  int64_t row = 0;
+  for (const ScheduledSequence& entry : batch.seqs) {
+    if (!entry.samples) continue;
+    SampleResult result;
+    result.token_id = host_tokens_[row];
+    if (result.token_id < 0) {
+      throw Error(fmt::format("sampler: every logit of request {} is NaN", entry.seq->id));
+    }
+    if (const std::optional<int>& wanted = entry.seq->params.logprobs) {
+      PositionLogprobs position;
+      position.token_id = result.token_id;
+      position.logprob = host_logprobs_[row];
+      position.rank = host_ranks_[row];
+      for (int i = 0; i < *wanted; ++i) {
+        position.top.push_back(
+            {host_top_ids_[row * num_top + i], host_top_logprobs_[row * num_top + i]});
+      }
+      result.logprobs = std::move(position);
+    }
+    samples_out.push_back(std::move(result));
+    ++row;
+  }
 }
 
 }  // namespace nanovllm

@@ -1,14 +1,17 @@
-// Runs scheduled batches through Qwen3Model on a Backend: owns the paged KV cache, lays out
-// each step's inputs in preallocated buffers, samples on the host.
+// Runs scheduled batches through Qwen3Model on a Backend, as nano-vllm's ModelRunner does: owns
+// the paged KV cache (sized from free device memory after a warm-up forward on the GPU), lays
+// out each step's inputs in preallocated buffers, replays captured graphs for decode batches,
+// and samples on the backend's device so only token ids (and requested logprobs) reach the host.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "core/buffer.h"
 #include "engine/batch_inputs.h"
 #include "engine/kv_cache_sizing.h"
 #include "engine/model_executor.h"
-#include "engine/sampler.h"
+#include "engine/step_inputs.h"
 #include "kernels/backend.h"
 #include "model/qwen3_model.h"
 #include "nanovllm/engine_config.h"
@@ -18,19 +21,32 @@ namespace nanovllm {
 class ModelRunner final : public ModelExecutor {
  public:
   // `backend` and `model` must outlive the runner. Sizes the KV cache unless
-  // config.num_kvcache_blocks gives its block count.
+  // config.num_kvcache_blocks gives its block count, then captures the decode graphs unless
+  // config.enforce_eager (or the backend has no graphs).
   ModelRunner(const EngineConfig& config, Backend& backend, Qwen3Model& model);
 
   ExecutorLimits limits() const override { return limits_; }
   void execute(const ScheduledBatch& batch, std::vector<SampleResult>& samples_out) override;
+  double last_step_device_wait_seconds() const override { return device_wait_seconds_; }
 
   size_t kv_cache_bytes() const { return kv_buffer_.bytes(); }
+  // Decode batch sizes with a captured graph, ascending.
+  std::vector<int> graph_batch_sizes() const;
 
  private:
-  int choose_num_kvcache_blocks(const EngineConfig& config) const;
-  void allocate_kv_cache();
-  void upload_inputs();
-  ForwardBatch forward_batch() const;
+  struct DecodeGraph {
+    int batch_size = 0;
+    std::unique_ptr<CapturedGraph> graph;
+    Tensor logits;  // f32 [batch_size, vocab], written by each replay
+  };
+
+  int choose_num_kvcache_blocks(const EngineConfig& config);
+  int gpu_blocks_after_warmup(const EngineConfig& config);
+  std::vector<LayerKVCache> make_kv_views(const Buffer& buffer, int num_blocks) const;
+  void capture_decode_graphs(const EngineConfig& config);
+  const DecodeGraph* graph_for(const ScheduledBatch& batch) const;
+  void sample(const ScheduledBatch& batch, const Tensor& logits,
+              std::vector<SampleResult>& samples_out);
 
   Backend& backend_;
   Qwen3Model& model_;
@@ -39,12 +55,14 @@ class ModelRunner final : public ModelExecutor {
   Buffer kv_buffer_;                    // K and V of every layer, one allocation
   std::vector<LayerKVCache> kv_cache_;  // per layer: [num_blocks, block_size, kv_heads, head_dim]
   BatchInputs host_inputs_;
-  // Device copies of host_inputs_, int32, sized for the largest step.
-  Buffer input_ids_, positions_, slot_mapping_, cu_seqlens_q_, context_lens_, block_tables_,
-      last_token_indices_;
-  std::vector<float> host_logits_;  // fp32 [rows, vocab] when logits live on a device
-  Sampler sampler_;
-  std::vector<Sampler::Row> sample_rows_;
+  StepInputs step_inputs_;
+  std::vector<DecodeGraph> graphs_;  // ascending batch size
+  // Sampled tokens and logprobs on the device: i32 [S] ids and ranks, f32 [S] logprobs,
+  // i32/f32 [S, kMaxLogprobs] top ids and logprobs.
+  Buffer sample_out_;
+  std::vector<int32_t> host_tokens_, host_ranks_, host_top_ids_;
+  std::vector<float> host_logprobs_, host_top_logprobs_;
+  double device_wait_seconds_ = 0.0;
 };
 
 }  // namespace nanovllm

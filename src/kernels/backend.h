@@ -89,6 +89,12 @@ class Backend {
   virtual void download(void* host_dst, const Tensor& src) = 0;
   virtual void synchronize() = 0;
 
+  // Throws Error when this backend's attention cannot serve the geometry (the CPU serves any).
+  virtual void check_attention_support(const AttentionDims& dims, int block_size) const {
+    (void)dims;
+    (void)block_size;
+  }
+
   // Memory of the device; all zero on the CPU.
   virtual DeviceMemoryInfo memory_info() const { return {}; }
   virtual void reset_peak_memory() {}

@@ -19,10 +19,38 @@
 namespace nanovllm {
 namespace {
 
-std::unique_ptr<Backend> make_backend(const std::string& device) {
+// "auto" is the GPU when there is one.
+std::string resolve_device(const std::string& device) {
+  if (device == "auto") return cuda_available() ? "cuda" : "cpu";
+  return device;
+}
+
+// "auto" is the checkpoint's dtype on CUDA and float32 on the CPU, which computes only in fp32.
+DType resolve_dtype(const std::string& dtype, const std::string& device, const ModelConfig& model) {
+  DType resolved = DType::kF32;
+  if (dtype == "auto") {
+    resolved = device == "cpu" ? DType::kF32 : model.torch_dtype;
+  } else if (dtype == "bfloat16") {
+    resolved = DType::kBF16;
+  } else if (dtype == "float16") {
+    resolved = DType::kF16;
+  } else if (dtype != "float32") {
+    throw Error(
+        fmt::format("unknown dtype '{}' (expected auto, bfloat16, float16 or float32)", dtype));
+  }
+  if (device == "cpu" && resolved != DType::kF32) {
+    throw Error(
+        fmt::format("the CPU backend computes in float32 only, not {}; use --dtype auto "
+                    "or float32",
+                    dtype));
+  }
+  return resolved;
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device, DType dtype) {
   if (device == "cpu") return make_cpu_backend();
-  if (device == "cuda") throw Error("this build has no CUDA backend; use --device cpu");
-  throw Error(fmt::format("unknown device '{}' (expected cpu or cuda)", device));
+  if (device == "cuda") return make_cuda_backend(dtype);
+  throw Error(fmt::format("unknown device '{}' (expected cpu, cuda or auto)", device));
 }
 
 LoadFormat parse_load_format(const std::string& name) {
@@ -80,6 +108,9 @@ struct LLM::State {
   std::optional<Tokenizer> tokenizer;
   std::optional<ChatPrompt> chat;  // when the tokenizer has a chat template
   std::unique_ptr<LLMEngine> engine;
+  GenerateStats last_stats;
+  std::string device;
+  std::string dtype;
 
   std::vector<int> to_token_ids(const Prompt& prompt) const {
     switch (prompt.kind) {
@@ -97,17 +128,22 @@ struct LLM::State {
   }
 };
 
-LLM::LLM(const std::filesystem::path& model_dir, const EngineConfig& config)
+LLM::LLM(const std::filesystem::path& model_dir, const EngineConfig& requested)
     : state_(std::make_unique<State>()) {
   const auto start = std::chrono::steady_clock::now();
-  config.validate();
+  requested.validate();
+  EngineConfig config = requested;
+  config.device = resolve_device(requested.device);
   const ModelConfig model_config = load_model_config(model_dir);
+  const DType dtype = resolve_dtype(config.dtype, config.device, model_config);
   const GenerationConfig generation = load_generation_config(model_dir, model_config);
   if (std::filesystem::exists(model_dir / "tokenizer.json")) {
     state_->tokenizer = Tokenizer::from_dir(model_dir);
     if (state_->tokenizer->chat_template()) state_->chat.emplace(*state_->tokenizer);
   }
-  state_->backend = make_backend(config.device);
+  state_->device = config.device;
+  state_->dtype = dtype_name(dtype);
+  state_->backend = make_backend(config.device, dtype);
   state_->model =
       std::make_unique<Qwen3Model>(model_config,
                                    load_qwen3_weights(model_dir, model_config, *state_->backend,
@@ -126,14 +162,30 @@ LLM::LLM(const std::filesystem::path& model_dir, const EngineConfig& config)
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   NVLLM_LOG_INFO(
-      "loaded {} ({} layers, hidden {}, vocab {}) on {} in {:.2f} s; KV cache {} blocks "
-      "of {} tokens",
+      "loaded {} ({} layers, hidden {}, vocab {}) on {} in {} in {:.2f} s; KV cache {} "
+      "blocks of {} tokens",
       model_dir.string(), model_config.num_hidden_layers, model_config.hidden_size,
-      model_config.vocab_size, config.device, seconds, state_->engine->limits().num_kvcache_blocks,
-      state_->engine->limits().block_size);
+      model_config.vocab_size, config.device, dtype_name(dtype), seconds,
+      state_->engine->limits().num_kvcache_blocks, state_->engine->limits().block_size);
 }
 
 LLM::~LLM() = default;
+
+const GenerateStats& LLM::last_generate_stats() const {
+  return state_->last_stats;
+}
+
+DeviceMemoryInfo LLM::memory_info() const {
+  return state_->backend->memory_info();
+}
+
+const std::string& LLM::device() const {
+  return state_->device;
+}
+
+const std::string& LLM::dtype() const {
+  return state_->dtype;
+}
 
 const Tokenizer* LLM::tokenizer() const {
   return state_->tokenizer ? &*state_->tokenizer : nullptr;
@@ -161,8 +213,10 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Request>& requests, b
       outputs[i].error = error.what();
     }
   }
+  state_->last_stats = GenerateStats{};
   if (!prompts.empty()) {
     std::vector<RequestOutput> ran = state_->engine->generate(prompts, params, use_progress);
+    state_->last_stats = state_->engine->last_generate_stats();
     for (size_t k = 0; k < ran.size(); ++k) outputs[runnable[k]] = std::move(ran[k]);
   }
   return outputs;

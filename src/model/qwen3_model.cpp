@@ -54,7 +54,7 @@ void check_weight(const Tensor& weight, std::string_view name, DType dtype, Devi
 }
 
 // Grows `buffer` to hold `bytes` on `device`; the old contents are not kept.
-void reserve(Buffer& buffer, size_t bytes, Device device) {
+void reserve_buffer(Buffer& buffer, size_t bytes, Device device) {
   if (buffer.bytes() < bytes) buffer = Buffer(bytes, device);
 }
 
@@ -126,8 +126,36 @@ Qwen3Model::Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend&
   backend.upload(workspace_->cos_sin.tensor, table.data());
 }
 
+bool Qwen3Model::dumps_tensors() const {
+  return workspace_->dumper.enabled();
+}
+
 AttentionDims Qwen3Model::attention_dims() const {
   return {config_.num_attention_heads, config_.num_key_value_heads, config_.head_dim};
+}
+
+void Qwen3Model::reserve(int64_t tokens, int64_t logit_rows) {
+  const ModelConfig& c = config_;
+  const AttentionDims dims = attention_dims();
+  const int64_t hidden = c.hidden_size;
+  const int64_t inter = c.intermediate_size;
+  const size_t elem = dtype_size(backend_.compute_dtype());
+  const Device device = backend_.device();
+  Workspace& ws = *workspace_;
+  if (tokens > ws.token_capacity) {
+    reserve_buffer(ws.residual, tokens * hidden * elem, device);
+    reserve_buffer(ws.hidden, tokens * hidden * elem, device);
+    reserve_buffer(ws.qkv, tokens * dims.qkv_size() * elem, device);
+    reserve_buffer(ws.attn, tokens * dims.q_size() * elem, device);
+    reserve_buffer(ws.gate_up, tokens * 2 * inter * elem, device);
+    reserve_buffer(ws.act, tokens * inter * elem, device);
+    ws.token_capacity = tokens;
+  }
+  if (logit_rows > ws.logit_row_capacity) {
+    reserve_buffer(ws.last_hidden, logit_rows * hidden * elem, device);
+    reserve_buffer(ws.logits, logit_rows * c.vocab_size * sizeof(float), device);
+    ws.logit_row_capacity = logit_rows;
+  }
 }
 
 Tensor Qwen3Model::forward(const ForwardBatch& batch, const std::vector<LayerKVCache>& kv_cache) {
@@ -144,24 +172,9 @@ Tensor Qwen3Model::forward(const ForwardBatch& batch, const std::vector<LayerKVC
   const float eps = static_cast<float>(c.rms_norm_eps);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dims.head_dim)));
   const DType dtype = backend_.compute_dtype();
-  const size_t elem = dtype_size(dtype);
 
+  reserve(tokens, rows);
   Workspace& ws = *workspace_;
-  if (tokens > ws.token_capacity) {
-    const Device device = backend_.device();
-    reserve(ws.residual, tokens * hidden * elem, device);
-    reserve(ws.hidden, tokens * hidden * elem, device);
-    reserve(ws.qkv, tokens * dims.qkv_size() * elem, device);
-    reserve(ws.attn, tokens * dims.q_size() * elem, device);
-    reserve(ws.gate_up, tokens * 2 * inter * elem, device);
-    reserve(ws.act, tokens * inter * elem, device);
-    ws.token_capacity = tokens;
-  }
-  if (rows > ws.logit_row_capacity) {
-    reserve(ws.last_hidden, rows * hidden * elem, backend_.device());
-    reserve(ws.logits, rows * c.vocab_size * sizeof(float), backend_.device());
-    ws.logit_row_capacity = rows;
-  }
   Tensor residual = ws.residual.as_tensor(dtype, {tokens, hidden});        // [T, H]
   Tensor h = ws.hidden.as_tensor(dtype, {tokens, hidden});                 // [T, H]
   Tensor qkv = ws.qkv.as_tensor(dtype, {tokens, dims.qkv_size()});         // [T, (nq + 2 nkv) D]

@@ -26,6 +26,14 @@ class Qwen3Model {
 
   const ModelConfig& config() const { return config_; }
   AttentionDims attention_dims() const;
+  // Whether forward() dumps its intermediates (NANOVLLM_DUMP_DIR), which copies to the host and
+  // so cannot be captured in a graph.
+  bool dumps_tensors() const;
+
+  // Sizes the activation buffers for batches of up to `tokens` rows and `logit_rows` logit
+  // rows, so later forwards allocate nothing (what a captured graph needs: a buffer that grew
+  // after the capture would leave the graph naming freed memory).
+  void reserve(int64_t tokens, int64_t logit_rows);
 
   // Runs the batch, writing this step's K/V into kv_cache (one entry per layer), and returns
   // fp32 logits [B, vocab] on the backend's device, valid until the next forward.

@@ -94,6 +94,12 @@ void load_checkpoint(const SafetensorsCheckpoint& checkpoint, const ModelConfig&
   StagedUploader uploader(backend);
   for (size_t i = 0; i < slots.size(); ++i) {
     const SafetensorsTensor& tensor = *matched[i];
+    if (tensor.dtype == dtype) {
+      // Already in the compute dtype: straight from the file mapping to the device.
+      NVLLM_CHECK_EQ(tensor.nbytes, slots[i].destination.nbytes());
+      backend.upload(slots[i].destination, tensor.data);
+      continue;
+    }
     const size_t source_size = dtype_size(tensor.dtype);
     uploader.upload(slots[i].destination, [&](void* host, int64_t first, int64_t count) {
       const int64_t overflows = convert_elements_parallel(tensor.data + first * source_size,

@@ -49,14 +49,27 @@ TensorDumper::TensorDumper(Backend& backend, std::filesystem::path dir)
 
 void TensorDumper::dump(std::string_view name, const Tensor& tensor) {
   if (!enabled()) return;
-  NVLLM_CHECK_MSG(tensor.dtype() == DType::kF32 || tensor.dtype() == DType::kI32,
-                  "cannot dump {} of {}: only float32 and int32 are written", name,
+  const DType dtype = tensor.dtype();
+  NVLLM_CHECK_MSG(dtype != DType::kI64, "cannot dump {} of {}: int64 is not written", name,
+                  tensor.shape_string());
+  NVLLM_CHECK_MSG(tensor.is_contiguous(), "cannot dump {}: {} is not contiguous", name,
                   tensor.shape_string());
   staging_.resize(tensor.nbytes());
   backend_.download(staging_.data(), tensor);
+  if (dtype == DType::kBF16 || dtype == DType::kF16) {
+    // Half-precision activations are written as float32, exactly.
+    const auto* half = reinterpret_cast<const uint16_t*>(staging_.data());
+    std::vector<char> widened(static_cast<size_t>(tensor.numel()) * sizeof(float));
+    auto* out = reinterpret_cast<float*>(widened.data());
+    for (int64_t i = 0; i < tensor.numel(); ++i) {
+      out[i] = dtype == DType::kBF16 ? bf16_to_float(half[i]) : fp16_to_float(half[i]);
+    }
+    staging_ = std::move(widened);
+  }
   std::vector<int64_t> shape;
   for (int i = 0; i < tensor.ndim(); ++i) shape.push_back(tensor.size(i));
-  write_npy(dir_ / (std::string(name) + ".npy"), tensor.dtype(), staging_.data(), shape);
+  write_npy(dir_ / (std::string(name) + ".npy"), dtype == DType::kI32 ? DType::kI32 : DType::kF32,
+            staging_.data(), shape);
 }
 
 void write_npy(const std::filesystem::path& path, DType dtype, const void* data,

@@ -1,10 +1,15 @@
-// The whole engine on the CPU model against the transformers goldens: greedy outputs must be
-// the reference continuations whatever the caching, preemption, chunking, block size or
-// arrival order. Each case also asserts that the mechanism it is about actually happened.
+// The whole engine against the transformers goldens: greedy outputs must be the reference
+// continuations whatever the caching, preemption, chunking, block size or arrival order. Each
+// case also asserts that the mechanism it is about actually happened.
+//
+// The backend comes from the environment: NANOVLLM_TEST_DEVICE=cuda runs the CUDA backend in
+// float32 (skipped where no CUDA device is visible), with decode graphs unless
+// NANOVLLM_TEST_ENFORCE_EAGER=1; otherwise the CPU backend.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -28,6 +33,20 @@ struct GoldenRequest {
   std::vector<int> prompt;
   std::vector<int> expected;  // reference greedy tokens up to the first near-tie
 };
+
+bool test_on_cuda() {
+  const char* device = std::getenv("NANOVLLM_TEST_DEVICE");
+  return device != nullptr && std::string(device) == "cuda";
+}
+
+bool test_enforce_eager() {
+  const char* eager = std::getenv("NANOVLLM_TEST_ENFORCE_EAGER");
+  return eager != nullptr && std::string(eager) == "1";
+}
+
+std::unique_ptr<Backend> test_backend() {
+  return test_on_cuda() ? make_cuda_backend(DType::kF32) : make_cpu_backend();
+}
 
 std::string model_dir(const std::string& name) {
   return std::string(NANOVLLM_TEST_DATA_DIR) + "/models/" + name;
@@ -54,7 +73,7 @@ struct LoadedModel {
   std::unique_ptr<Qwen3Model> model;
   std::vector<int> eos_token_ids;
 
-  explicit LoadedModel(const std::string& name) : backend(make_cpu_backend()) {
+  explicit LoadedModel(const std::string& name) : backend(test_backend()) {
     const ModelConfig config = load_model_config(model_dir(name));
     model = std::make_unique<Qwen3Model>(
         config, load_qwen3_weights(model_dir(name), config, *backend, LoadFormat::kSafetensors),
@@ -81,6 +100,7 @@ EngineConfig base_config(int block_size, int num_blocks) {
   config.kvcache_block_size = block_size;
   config.num_kvcache_blocks = num_blocks;
   config.max_model_len = 1024;
+  config.enforce_eager = test_enforce_eager();
   return config;
 }
 
@@ -131,7 +151,11 @@ std::vector<RequestOutput> run_one_by_one(LLMEngine& engine,
 
 class EngineGolden : public ::testing::Test {
  protected:
+  void SetUp() override {
+    if (test_on_cuda() && !cuda_available()) GTEST_SKIP() << "no CUDA device";
+  }
   static void SetUpTestSuite() {
+    if (test_on_cuda() && !cuda_available()) return;
     untied_ = new LoadedModel("qwen3-tiny-untied");
     untied_requests_ = new std::vector<GoldenRequest>(load_requests("qwen3-tiny-untied"));
   }
@@ -193,6 +217,7 @@ TEST_F(EngineGolden, OneByOneArrivalEqualsAllAtOnce) {
 }
 
 TEST(EngineGoldenTied, RealVocabularyTiedModel) {
+  if (test_on_cuda() && !cuda_available()) GTEST_SKIP() << "no CUDA device";
   LoadedModel tied("qwen3-tiny-tied");
   const std::vector<GoldenRequest> requests = load_requests("qwen3-tiny-tied");
   auto engine = tied.engine(base_config(16, 128));
