@@ -12,7 +12,9 @@ IncrementalDetokenizer::IncrementalDetokenizer(Tokenizer tokenizer, bool skip_sp
 
 std::string IncrementalDetokenizer::push(int id) {
   const TokenDecoder& decoder = tokenizer_.impl().decoder;
-  decoder.check_id(id);
+  // A model's vocabulary is often padded past the tokenizer's; a generated id with no token
+  // adds no text (as Hugging Face's decode and vLLM do) rather than failing the request.
+  if (!decoder.has_token(id)) return {};
   if (skip_special_tokens_ && decoder.is_special(id)) return {};
   std::string out;
   if (decoder.kind() == TokenDecoder::Kind::kJoinWithSpaces) {

@@ -23,6 +23,7 @@ class TokenDecoder {
 
   Kind kind() const { return kind_; }
   int id_limit() const { return static_cast<int>(pieces_.size()); }
+  bool has_token(int id) const { return id >= 0 && id < id_limit() && pieces_[id].has_value(); }
 
   // Throws Error unless id names a token.
   void check_id(int id) const;
