@@ -10,12 +10,14 @@
 #include <vector>
 
 #include "nanovllm/engine_config.h"
+#include "nanovllm/generate_stats.h"
 #include "nanovllm/request_output.h"
 #include "nanovllm/sampling_params.h"
 
 namespace nanovllm {
 
 class Tokenizer;
+struct DeviceMemoryInfo;  // kernels/backend.h
 
 // One request's prompt: exactly one of the three forms.
 struct Prompt {
@@ -53,6 +55,14 @@ class LLM {
   // comes back with `error` set; the others are unaffected.
   std::vector<RequestOutput> generate(const std::vector<Request>& requests,
                                       bool use_progress = true);
+
+  // What the last generate() did (all zeros when it ran no request).
+  const GenerateStats& last_generate_stats() const;
+  // The backend's memory use (all zeros on the CPU); include kernels/backend.h to use it.
+  DeviceMemoryInfo memory_info() const;
+  // The device and compute dtype the engine runs on, "auto" resolved ("cuda", "bfloat16", ...).
+  const std::string& device() const;
+  const std::string& dtype() const;
 
   // nullptr when the model directory has no tokenizer (token-id prompts still work).
   const Tokenizer* tokenizer() const;

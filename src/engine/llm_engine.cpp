@@ -127,6 +127,7 @@ StepResult LLMEngine::step() {
   consecutive_empty_steps_ = 0;
 
   executor_->execute(batch, samples_);
+  result.device_wait_seconds = executor_->last_step_device_wait_seconds();
   if (batch.is_prefill) {
     result.num_prefill_tokens = batch.num_tokens();
   } else {
@@ -138,6 +139,27 @@ StepResult LLMEngine::step() {
   }
   return result;
 }
+
+namespace {
+
+// Adds one step to the statistics; steps that ran no batch are not counted.
+void record_step(const StepResult& result, double seconds, GenerateStats& stats) {
+  if (result.num_prefill_tokens == 0 && result.num_decode_tokens == 0) return;
+  ++stats.steps;
+  if (result.num_prefill_tokens > 0) {
+    ++stats.prefill_steps;
+    stats.prefill_tokens += result.num_prefill_tokens;
+    stats.prefill_seconds += seconds;
+  } else {
+    ++stats.decode_steps;
+    stats.decode_tokens += result.num_decode_tokens;
+    stats.decode_seconds += seconds;
+  }
+  stats.device_wait_seconds += result.device_wait_seconds;
+  stats.host_seconds += seconds - result.device_wait_seconds;
+}
+
+}  // namespace
 
 std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::vector<int>>& prompts,
                                                const SamplingParams& params, bool use_progress) {
@@ -158,11 +180,14 @@ std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::vector<int
   }
   std::vector<RequestOutput> outputs(prompts.size());
   ProgressLine progress(static_cast<int>(prompts.size()), use_progress);
+  GenerateStats stats;
+  const auto generate_start = std::chrono::steady_clock::now();
   while (!is_finished()) {
     const auto start = std::chrono::steady_clock::now();
     StepResult result = step();
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    record_step(result, seconds, stats);
     progress.add_step(static_cast<int>(result.finished.size()), result.num_prefill_tokens,
                       result.num_decode_tokens, seconds);
     for (RequestOutput& output : result.finished) {
@@ -170,6 +195,9 @@ std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::vector<int
     }
   }
   progress.close();
+  stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - generate_start).count();
+  last_generate_stats_ = stats;
   return outputs;
 }
 

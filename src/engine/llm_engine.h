@@ -13,6 +13,7 @@
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "nanovllm/engine_config.h"
+#include "nanovllm/generate_stats.h"
 #include "nanovllm/request_output.h"
 #include "nanovllm/sampling_params.h"
 #include "nanovllm/token_text_decoder.h"
@@ -23,6 +24,7 @@ struct StepResult {
   std::vector<RequestOutput> finished;  // requests that finished (or were rejected)
   int num_prefill_tokens = 0;           // prompt tokens this step computed
   int num_decode_tokens = 0;            // tokens this step decoded
+  double device_wait_seconds = 0;       // how long the executor blocked on the device
 };
 
 class LLMEngine {
@@ -54,6 +56,8 @@ class LLMEngine {
   int max_model_len() const { return scheduler_->max_model_len(); }
   const ExecutorLimits& limits() const { return limits_; }
   const Scheduler& scheduler() const { return *scheduler_; }
+  // The statistics of the last generate() call.
+  const GenerateStats& last_generate_stats() const { return last_generate_stats_; }
 
  private:
   // Why the request cannot run, or nullopt.
@@ -72,6 +76,7 @@ class LLMEngine {
   std::vector<RequestOutput> rejected_;
   std::vector<SampleResult> samples_;
   int consecutive_empty_steps_ = 0;
+  GenerateStats last_generate_stats_;
 };
 
 }  // namespace nanovllm

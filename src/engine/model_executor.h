@@ -60,6 +60,10 @@ class ModelExecutor {
   // samples (with each sequence's params and random stream) one token for every entry with
   // `samples`, in batch order, into `samples_out` (cleared first).
   virtual void execute(const ScheduledBatch& batch, std::vector<SampleResult>& samples_out) = 0;
+
+  // How long the last execute() blocked waiting for the device, so the engine can tell host time
+  // from device time. An executor that computes on the host never waits.
+  virtual double last_step_device_wait_seconds() const { return 0.0; }
 };
 
 }  // namespace nanovllm

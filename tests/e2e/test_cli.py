@@ -1,7 +1,8 @@
 """The `nanovllm` command as a user runs it: the JSON-lines contracts of generate and tokenize,
-per-request errors, exit statuses. The binary comes from NANOVLLM_BIN."""
+bench's output lines, per-request errors, exit statuses. The binary comes from NANOVLLM_BIN."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -191,6 +192,101 @@ def test_chat_rendering_keeps_key_order_like_transformers():
     code, rows, err = run(["tokenize", "--model", TIED], line + "\n")
     assert code == 0, err
     assert rows[0]["text"] == expected
+
+
+# `nanovllm bench`: a shrunken bench.py workload on the CPU; Python's own `random` rebuilds it.
+BENCH_KEYS = ["mode", "prompt_tokens", "output_tokens", "seconds", "output_tok_s",
+              "prefill_seconds", "prefill_tokens", "prefill_steps", "decode_seconds",
+              "decode_steps", "steps", "mean_decode_batch_size", "host_ms_per_step",
+              "device_wait_seconds", "peak_memory_bytes", "startup_seconds", "device", "dtype",
+              "settings"]
+SMALL_BENCH = ["--num-seqs", "4", "--min-input-len", "10", "--max-input-len", "40",
+               "--min-output-len", "4", "--max-output-len", "12", "--max-token-id", "2047"]
+
+
+def run_bench(args):
+    proc = subprocess.run([BIN, "bench", "--device", "cpu", *args], capture_output=True,
+                          text=True, timeout=120)
+    return proc.returncode, proc.stdout.splitlines(), proc.stderr
+
+
+def bench_py_workload(num_seqs, min_in, max_in, min_out, max_out, max_token_id, seed=0):
+    import random
+    random.seed(seed)
+    prompts = [[random.randint(0, max_token_id) for _ in range(random.randint(min_in, max_in))]
+               for _ in range(num_seqs)]
+    return prompts, [random.randint(min_out, max_out) for _ in range(num_seqs)]
+
+
+def check_startup_line(line):
+    match = re.fullmatch(r"start-up \(process start to ready\): (\d+\.\d\d) s", line)
+    assert match, line
+    return float(match.group(1))
+
+
+@pytest.mark.parametrize("model", [UNTIED, TIED])  # token-id and text ("Benchmark: ") warm-up
+def test_bench_runs_the_bench_py_workload(model):
+    code, lines, err = run_bench(["--model", model, *SMALL_BENCH])
+    assert code == 0, err
+    assert len(lines) == 3, lines
+    check_startup_line(lines[0])
+    match = re.fullmatch(r"Total: (\d+)tok, Time: (\d+\.\d\d)s, Throughput: (\d+\.\d\d)tok/s",
+                         lines[1])
+    assert match, lines[1]
+    prompts, max_tokens = bench_py_workload(4, 10, 40, 4, 12, 2047)
+    assert int(match.group(1)) == sum(max_tokens)
+    details = json.loads(lines[2])
+    assert list(details) == BENCH_KEYS + ["num_seqs"]
+    assert details["mode"] == "throughput" and details["num_seqs"] == 4
+    assert details["prompt_tokens"] == details["prefill_tokens"] == sum(map(len, prompts))
+    assert details["output_tokens"] == sum(max_tokens)  # ignore_eos: every request runs to the end
+    # One prefill step for all four prompts, then one decode step per further token.
+    assert details["prefill_steps"] == 1
+    assert details["decode_steps"] == max(max_tokens) - 1
+    assert details["steps"] == details["prefill_steps"] + details["decode_steps"]
+    assert details["mean_decode_batch_size"] == pytest.approx(
+        sum(m - 1 for m in max_tokens) / (max(max_tokens) - 1))
+    assert details["host_ms_per_step"] > 0 and details["device_wait_seconds"] == 0
+    assert details["peak_memory_bytes"] == 0  # the CPU backend reports no device memory
+    assert (details["device"], details["dtype"]) == ("cpu", "float32")
+    assert details["startup_seconds"] == pytest.approx(check_startup_line(lines[0]), abs=0.01)
+    assert details["settings"]["temperature"] == pytest.approx(0.6)
+    assert details["settings"]["max_input_len"] == 40
+
+
+def test_bench_batch_1_decode():
+    code, lines, err = run_bench(["--model", UNTIED, "--batch-1", "--batch-1-output-len", "16",
+                                  "--batch-1-warmup-tokens", "4", "--max-token-id", "2047"])
+    assert code == 0, err
+    assert len(lines) == 3, lines
+    check_startup_line(lines[0])
+    assert re.fullmatch(r"batch-1 decode: 16 tokens in \d+\.\d{3} s = \d+\.\d tok/s", lines[1])
+    details = json.loads(lines[2])
+    assert list(details) == BENCH_KEYS + ["ms_per_token"]
+    assert details["mode"] == "batch-1"
+    assert details["prompt_tokens"] == 128 and details["output_tokens"] == 16
+    assert details["decode_steps"] == 15 and details["mean_decode_batch_size"] == 1
+
+
+BAD_BENCH_FLAGS = [
+    (["--num-seqs", "0"], "--num-seqs"),
+    (["--max-input-len", "50"], "--max-input-len"),  # below the default --min-input-len 100
+    (["--min-output-len", "0"], "--min-output-len"),
+    (["--temperature", "-1"], "temperature"),
+    (["--batch-1", "--batch-1-output-len", "0"], "--batch-1-output-len"),
+    (["--max-token-id", "-1"], "--max-token-id"),
+    # Token ids up to 10000 (bench.py's) do not fit this model's vocabulary of 2048.
+    (["--num-seqs", "1", "--max-input-len", "100", "--max-output-len", "100"], "vocabulary"),
+]
+
+
+@pytest.mark.parametrize("flags,needle", BAD_BENCH_FLAGS)
+def test_bad_bench_flags_are_clear_errors(flags, needle):
+    code, lines, err = run_bench(["--model", UNTIED, *flags])
+    assert code == 2, (lines, err)
+    assert needle in err, err
+    assert not any(line.startswith("Total") for line in lines)
+
 
 
 if __name__ == "__main__":
