@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Every GPU check and benchmark in one call, on a GPU machine, over what scripts/gpu-pack.sh
+# gathered in .gpu/; prints a table last. Full logs go to $OUT (default /tmp/gpu-checks).
+#   usage: scripts/gpu-checks.sh [SECTION...]
+#   sections: ops golden sanitizer hf attention bench peer (default: all, in that order)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu-checks}
+mkdir -p "$OUT"
+sections=${*:-ops golden sanitizer hf attention bench peer}
+bin=$PWD/.gpu/bin
+export LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PYTHONUNBUFFERED=1
+# The test binaries find their fixtures by the source path they were built from.
+data_dir=$(strings "$bin/engine_golden_test" | grep -m1 -oE '^/[^ ]*/tests/data$' || true)
+if [ -n "$data_dir" ] && [ ! -e "$data_dir" ]; then
+  mkdir -p "$(dirname "$(dirname "$data_dir")")" && ln -sfn "$PWD" "$(dirname "$(dirname "$data_dir")")"
+fi
+model=${MODEL:-/tmp/qwen3-0.6b-random}
+tiny=tests/data/models/qwen3-tiny-tied
+rows=()
+record() { rows+=("$(printf '%-34s %s' "$1" "$2")"); }
+has() { [[ " $sections " == *" $1 "* ]]; }
+# Runs a command with its output in $OUT/<name>.log; records pass/FAIL with the tail of a failure.
+check() {
+  local name=$1; shift
+  if "$@" >"$OUT/$name.log" 2>&1; then record "$name" pass; else
+    record "$name" "FAIL (exit $?, see $name.log)"; tail -n 30 "$OUT/$name.log"; fi
+}
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+
+if has ops; then
+  check cuda_kernels_test "$bin/cuda_kernels_test" --gtest_brief=1
+fi
+if has golden; then
+  check golden_f32_eager env NANOVLLM_TEST_DEVICE=cuda NANOVLLM_TEST_ENFORCE_EAGER=1 \
+    "$bin/engine_golden_test" --gtest_brief=1
+  check golden_f32_graphs env NANOVLLM_TEST_DEVICE=cuda "$bin/engine_golden_test" --gtest_brief=1
+fi
+if has sanitizer; then
+  # bf16 with decode graphs, f32 eagerly: every kernel and both launch paths.
+  for variant in bfloat16: float32:--enforce-eager; do
+    dtype=${variant%%:*} eager=${variant#*:}
+    check "memcheck_${dtype}${eager:+_eager}" timeout 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
+      "$bin/nanovllm" generate --model $tiny --device cuda --dtype $dtype $eager \
+      --num-kvcache-blocks 64 --kvcache-block-size 16 --max-num-seqs 8 --max-tokens 12 \
+      --prompt "Hello" --prompt "A longer prompt about paged attention and its block tables." \
+      --no-progress --output "$OUT/memcheck_$dtype.jsonl"
+  done
+fi
+if has hf || has bench || has peer; then
+  python3 .gpu/peer/make_qwen3_checkpoint.py "$model" "$PWD/tests/data/qwen3-tokenizer" \
+    >"$OUT/checkpoint.log" 2>&1 || { echo "making $model failed"; cat "$OUT/checkpoint.log"; }
+fi
+if has hf; then
+  check hf_compare_bf16 python3 tools/hf_compare.py --model "$model" --nanovllm "$bin/nanovllm" \
+    --report "$OUT/hf_compare.json"
+  grep -E '^(prompt|greedy|hf_compare)' "$OUT/hf_compare_bf16.log"
+fi
+if has attention; then
+  check attention_bench "$bin/attention_bench"
+  tail -n 15 "$OUT/attention_bench.log"
+fi
+if has bench; then
+  check bench "$bin/nanovllm" bench --model "$model"
+  check bench_batch1 "$bin/nanovllm" bench --model "$model" --batch-1
+  for log in bench bench_batch1; do
+    while read -r line; do record "  nanovllm $log" "$line"; done \
+      < <(grep -E '^(Total|batch-1|start-up)' "$OUT/$log.log")
+  done
+fi
+if has peer; then
+  (cd .gpu/peer && bash run.sh "$model" "$PWD/../../tests/data/qwen3-tokenizer") >"$OUT/peer.log" 2>&1
+  while read -r line; do record "  peer" "$line"; done < <(grep -E '^nano-vllm' "$OUT/peer.log")
+fi
+echo
+echo "=== GPU checks ($(head -n1 "$OUT/gpu.txt")) ==="
+printf '%s\n' "${rows[@]}"

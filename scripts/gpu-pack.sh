@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the GPU binaries here and gathers what scripts/gpu-checks.sh needs on a GPU machine
+# that has the CUDA driver and toolkit libraries but none of this project's build dependencies:
+# .gpu/bin (the binaries), .gpu/lib (their non-system shared libraries) and .gpu/peer (a copy of
+# nano-vllm, to benchmark it in the same run). .gpu/ is ignored by git.
+#   usage: scripts/gpu-pack.sh [PEER_DIR]   (PEER_DIR defaults to ../shared/peer)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+peer=${1:-../shared/peer}
+targets="nanovllm cuda_kernels_test engine_golden_test attention_bench"
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
+cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target $targets
+rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib
+cp "$BUILD_DIR/apps/nanovllm" "$BUILD_DIR/tests/kernels/cuda_kernels_test" \
+  "$BUILD_DIR/tests/e2e/engine_golden_test" "$BUILD_DIR/tests/kernels/attention_bench" .gpu/bin/
+strip --strip-debug .gpu/bin/*
+# Shared libraries from this machine's packages (fmt, PCRE2, utf8proc, xxhash, ...), not the
+# C/C++ runtime or CUDA, which the GPU machine has.
+for binary in .gpu/bin/*; do
+  ldd "$binary" | awk '/=> \//{print $3}'
+done | sort -u | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux|libpthread|libdl|librt|libcuda|libcudart|libcublas|libcublasLt)[.-]' |
+  xargs -r -I{} cp -L {} .gpu/lib/
+if [ -d "$peer" ]; then cp -r "$peer" .gpu/peer; fi
+du -sh .gpu .gpu/*
