@@ -182,6 +182,7 @@ int ModelRunner::gpu_blocks_after_warmup(const EngineConfig& config) {
 }
 
 void ModelRunner::capture_decode_graphs(const EngineConfig& config) {
+  if (!backend_.has_graphs()) return;
   if (model_.dumps_tensors()) {
     NVLLM_LOG_INFO("tensor dumps are on: decode runs without graphs");
     return;
@@ -201,7 +202,6 @@ void ModelRunner::capture_decode_graphs(const EngineConfig& config) {
     DecodeGraph entry;
     entry.batch_size = *size;
     entry.graph = backend_.capture([&] { entry.logits = model_.forward(batch, kv_cache_); });
-    if (!entry.graph) return;  // the backend has no graphs: decode runs eagerly
     graphs_.push_back(std::move(entry));
   }
   backend_.synchronize();
@@ -278,7 +278,8 @@ void ModelRunner::sample(const ScheduledBatch& batch, const Tensor& logits,
 
   const auto wait_start = Clock::now();
   backend_.download(host_tokens_.data(), tokens);  // waits for the step's device work
-  device_wait_seconds_ = seconds_since(wait_start);
+  // The CPU backend computed everything before this copy: no time was spent waiting.
+  if (backend_.device() != Device::kCPU) device_wait_seconds_ = seconds_since(wait_start);
   if (num_top >= 0) {
     host_logprobs_.resize(rows);
     host_ranks_.resize(rows);

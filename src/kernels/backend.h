@@ -99,8 +99,10 @@ class Backend {
   virtual DeviceMemoryInfo memory_info() const { return {}; }
   virtual void reset_peak_memory() {}
 
+  // Whether capture() records graphs (not on the CPU).
+  virtual bool has_graphs() const { return false; }
   // Records the ops `body` issues (no allocation, no host copy inside) for replay; nullptr when
-  // the backend has no graphs (the CPU).
+  // the backend has no graphs.
   virtual std::unique_ptr<CapturedGraph> capture(const std::function<void()>& body) {
     (void)body;
     return nullptr;
@@ -129,6 +131,16 @@ class Backend {
   // Writes the k and v heads of qkv [T, dims.qkv_size()] to cache slots metadata.slot_mapping.
   virtual void store_kv(const Tensor& qkv, const LayerKVCache& cache,
                         const AttentionMetadata& metadata, const AttentionDims& dims) = 0;
+
+  // qk_norm_rope, then store_kv: the k heads go to the cache after their rotation. One pass
+  // on the GPU.
+  virtual void qk_norm_rope_store_kv(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                     const Tensor& positions, const Tensor& cos_sin, float eps,
+                                     const AttentionDims& dims, const LayerKVCache& cache,
+                                     const AttentionMetadata& metadata) {
+    qk_norm_rope(qkv, q_norm, k_norm, positions, cos_sin, eps, dims);
+    store_kv(qkv, cache, metadata, dims);
+  }
 
   // Attention of the q heads of qkv [T, dims.qkv_size()] over the cached keys/values (which
   // already include this step's tokens), causal by position.  out [T, dims.q_size()]

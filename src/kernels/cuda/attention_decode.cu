@@ -21,9 +21,19 @@ namespace nanovllm::cuda::attention {
 namespace {
 
 constexpr int kDecodeWarps = 4;
+// A split takes at least this many 16-key chunks (two per warp), so a short context uses a
+// few splits instead of a sliver of keys on every one of them.
+constexpr int kMinChunksPerSplit = 2 * kDecodeWarps;
+
+// Chunks per split for a context of num_chunks chunks: the decode kernel and the merge agree
+// on it, and it depends on the context, not on the launch.
+__device__ __forceinline__ int chunks_per_split(int num_chunks, int num_splits) {
+  return max((num_chunks + num_splits - 1) / num_splits, kMinChunksPerSplit);
+}
 constexpr int kMaxGroup = 8;   // query heads per kv head: rows 0..7 of the MMA tile
 constexpr int kCtasPerSm = 2;  // resident decode CTAs per SM (shared memory allows 2)
 constexpr int kMaxSplits = 64;
+static_assert(kMaxSplits <= 64, "the merge reads at most two splits' statistics per lane");
 
 template <int kHeadDim>
 struct DecodeLayout {
@@ -68,7 +78,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 
   // This split's chunks [chunk_begin, chunk_end); warp w takes chunk_begin + w + 4 i.
   const int num_chunks = (context + kChunkKeys - 1) / kChunkKeys;
-  const int per_split = (num_chunks + num_splits - 1) / num_splits;
+  const int per_split = chunks_per_split(num_chunks, num_splits);
   const int chunk_begin = min(split * per_split, num_chunks);
   const int chunk_end = min(chunk_begin + per_split, num_chunks);
   const int first_chunk = chunk_begin + warp;
@@ -230,15 +240,31 @@ __global__ void __launch_bounds__(kHeadDim)
   const int q_row = args.cu_seqlens_q[seq];
   if (args.cu_seqlens_q[seq + 1] == q_row) return;
   const int64_t first = (static_cast<int64_t>(seq) * args.num_heads + q_head) * num_splits;
-  float m = -INFINITY;
-  for (int i = 0; i < num_splits; ++i) m = fmaxf(m, partial_stats[first + i].x);
-  float sum = 0.0f;
+  // Only the splits that held keys; every warp reads their (max, sum) pairs, two per lane
+  // (num_splits <= 64), and reduces them with shuffles.
+  const int num_chunks = (args.context_lens[seq] + kChunkKeys - 1) / kChunkKeys;
+  const int per_split = chunks_per_split(num_chunks, num_splits);
+  const int used = min((num_chunks + per_split - 1) / per_split, num_splits);
+  const int lane = d % 32;
+  const float2 empty = make_float2(-INFINITY, 0.0f);
+  const float2 s0 = lane < used ? partial_stats[first + lane] : empty;
+  const float2 s1 = lane + 32 < used ? partial_stats[first + lane + 32] : empty;
+  float m = fmaxf(s0.x, s1.x);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  }
+  const float w0 = s0.x == -INFINITY ? 0.0f : exp2f(s0.x - m) * s0.y;
+  const float w1 = s1.x == -INFINITY ? 0.0f : exp2f(s1.x - m) * s1.y;
+  float sum = w0 + w1;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  }
   float acc = 0.0f;
-  for (int i = 0; i < num_splits; ++i) {
-    const float2 stats = partial_stats[first + i];
-    if (stats.x == -INFINITY) continue;  // a split without keys
-    const float weight = exp2f(stats.x - m) * stats.y;
-    sum += weight;
+#pragma unroll 4
+  for (int i = 0; i < used; ++i) {
+    const float weight = __shfl_sync(0xffffffffu, i < 32 ? w0 : w1, i & 31);
     acc += weight * partial_out[(first + i) * kHeadDim + d];
   }
   T* out = static_cast<T*>(args.out) + static_cast<int64_t>(q_row) * args.out_row_stride +

@@ -87,6 +87,7 @@ class CudaBackend final : public Backend {
   void check_attention_support(const AttentionDims& dims, int block_size) const override;
   DeviceMemoryInfo memory_info() const override;
   void reset_peak_memory() override { cuda::reset_allocator_peak(); }
+  bool has_graphs() const override { return true; }
   std::unique_ptr<CapturedGraph> capture(const std::function<void()>& body) override;
 
   void embedding(const Tensor& ids, const Tensor& weight, Tensor out) override;
@@ -97,6 +98,10 @@ class CudaBackend final : public Backend {
                     const Tensor& cos_sin, float eps, const AttentionDims& dims) override;
   void store_kv(const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& metadata,
                 const AttentionDims& dims) override;
+  void qk_norm_rope_store_kv(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm,
+                             const Tensor& positions, const Tensor& cos_sin, float eps,
+                             const AttentionDims& dims, const LayerKVCache& cache,
+                             const AttentionMetadata& metadata) override;
   void attention(const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& metadata,
                  const AttentionDims& dims, float scale, Tensor out) override;
   void silu_mul(const Tensor& gate_up, Tensor out) override;
@@ -113,6 +118,10 @@ class CudaBackend final : public Backend {
   // a graph capture cannot record, so it throws while capturing. Scratch only grows, a few
   // times, so outgrown buffers are kept rather than freed.
   void* grow_scratch(Buffer& scratch, size_t bytes, std::string_view user);
+  cuda::QkNormRopeArgs qk_norm_rope_args(const Tensor& qkv, const Tensor& q_norm,
+                                         const Tensor& k_norm, const Tensor& positions,
+                                         const Tensor& cos_sin, float eps,
+                                         const AttentionDims& dims) const;
   void check_copy(const Tensor& tensor, const void* host, std::string_view name) const;
 
   DType dtype_;
@@ -313,9 +322,10 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, Tensor out) {
   linear_->run(args, stream());
 }
 
-void CudaBackend::qk_norm_rope(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm,
-                               const Tensor& positions, const Tensor& cos_sin, float eps,
-                               const AttentionDims& dims) {
+cuda::QkNormRopeArgs CudaBackend::qk_norm_rope_args(const Tensor& qkv, const Tensor& q_norm,
+                                                    const Tensor& k_norm, const Tensor& positions,
+                                                    const Tensor& cos_sin, float eps,
+                                                    const AttentionDims& dims) const {
   cuda::check_attention_dims(dims);
   check_rows(qkv, "qkv", dtype_, {-1, dims.qkv_size()});
   const int64_t tokens = qkv.size(0);
@@ -337,6 +347,27 @@ void CudaBackend::qk_norm_rope(Tensor qkv, const Tensor& q_norm, const Tensor& k
   args.cos_sin = cos_sin.data_as<float>();
   args.max_positions = cos_sin.size(0);
   args.eps = eps;
+  return args;
+}
+
+void CudaBackend::qk_norm_rope(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm,
+                               const Tensor& positions, const Tensor& cos_sin, float eps,
+                               const AttentionDims& dims) {
+  cuda::qk_norm_rope(qk_norm_rope_args(qkv, q_norm, k_norm, positions, cos_sin, eps, dims),
+                     stream());
+}
+
+void CudaBackend::qk_norm_rope_store_kv(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                        const Tensor& positions, const Tensor& cos_sin, float eps,
+                                        const AttentionDims& dims, const LayerKVCache& cache,
+                                        const AttentionMetadata& metadata) {
+  cuda::QkNormRopeArgs args = qk_norm_rope_args(qkv, q_norm, k_norm, positions, cos_sin, eps, dims);
+  cuda::check_kv_cache(cache, dims, dtype_);
+  check_contiguous(metadata.slot_mapping, "slot_mapping", DType::kI32, {args.tokens});
+  args.slot_mapping = metadata.slot_mapping.data_as<int32_t>();
+  args.num_slots = cache.k.size(0) * cache.k.size(1);
+  args.k_cache = cache.k.data();
+  args.v_cache = cache.v.data();
   cuda::qk_norm_rope(args, stream());
 }
 

@@ -42,11 +42,18 @@ struct QkNormRopeArgs {
   const float* cos_sin = nullptr;      // f32 [max_positions, head_dim]: cos half, then sin half
   int64_t max_positions = 0;
   float eps = 1e-6f;
+  // Optional: also store each token's k (after rotary) and v heads into the paged cache, as
+  // store_kv does (slot -1 or outside [0, num_slots) skipped). Null k_cache: no store.
+  const int32_t* slot_mapping = nullptr;  // [tokens]
+  int64_t num_slots = 0;                  // num_blocks * block_size
+  void* k_cache = nullptr;  // [num_blocks, block_size, num_kv_heads, head_dim] contiguous
+  void* v_cache = nullptr;  // same layout
 };
 
 // Per token, per q and k head: RMSNorm over head_dim with q_norm / k_norm, then neox rotary
-// embedding at the token's position, in place. A position outside [0, max_positions) writes
-// zeros to that token's q and k heads (the engine never passes one).
+// embedding at the token's position, in place; then, when args.k_cache is set, the k and v
+// heads go to the cache. A position outside [0, max_positions) writes zeros to that token's q
+// and k heads (the engine never passes one).
 void qk_norm_rope(const QkNormRopeArgs& args, cudaStream_t stream);
 
 struct StoreKvArgs {
