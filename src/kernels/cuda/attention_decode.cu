@@ -5,8 +5,9 @@
 // - each of its 4 warps streams its own 16-key chunks through a private cp.async ring of
 //   kStages chunks (no CTA-wide barrier in the loop), with an online softmax in registers;
 // - split-KV: blockIdx.x picks a slice of the keys when there are too few (seq, kv head) pairs
-//   to fill the GPU; slices write normalized partials plus (max, sum) to the workspace and a
-//   second kernel merges them by log-sum-exp.
+//   to fill the GPU; slices write normalized partials plus (max, sum) to the workspace, and the
+//   last slice of a (sequence, kv head) to finish, found with a counter, merges them by
+//   log-sum-exp (no second kernel: at batch 1 its launch would cost as much as the merge).
 // The launch depends only on num_seqs and the geometry; context lengths are read in-kernel, so
 // a captured launch can be replayed for any lengths.
 #include <algorithm>
@@ -35,6 +36,14 @@ constexpr int kCtasPerSm = 2;  // resident decode CTAs per SM (shared memory all
 constexpr int kMaxSplits = 64;
 static_assert(kMaxSplits <= 64, "the merge reads at most two splits' statistics per lane");
 
+// Split-KV scratch, carved from the workspace: all null with one split.
+struct DecodeWorkspace {
+  int num_splits = 1;
+  float* partial_out = nullptr;     // f32 [num_seqs, num_heads, num_splits, head_dim]
+  float2* partial_stats = nullptr;  // (max, sum) [num_seqs, num_heads, num_splits]
+  int* counters = nullptr;          // [num_seqs, num_kv_heads] (< num_sms), zero between launches
+};
+
 template <int kHeadDim>
 struct DecodeLayout {
   static constexpr int kStages = kHeadDim == 128 ? 3 : 5;  // chunks in each warp's ring
@@ -53,11 +62,51 @@ struct DecodeLayout {
   }
 };
 
-// grid (num_splits, num_kv_heads, num_seqs), block kDecodeWarps warps.
+// out[q_row, q_head, d] = sum over the splits that held keys of partial * sum * 2^(max - M),
+// divided by the same without partial. Called by whole warps (lanes share the statistics by
+// shuffles); the partials were written by other CTAs, so they are read through L2.
+template <typename T, int kHeadDim>
+__device__ void merge_splits(const PagedAttentionArgs& args, const int num_splits,
+                             const float* partial_out, const float2* partial_stats, const int seq,
+                             const int q_row, const int q_head, const int d) {
+  const int64_t first = (static_cast<int64_t>(seq) * args.num_heads + q_head) * num_splits;
+  const int num_chunks = (args.context_lens[seq] + kChunkKeys - 1) / kChunkKeys;
+  const int per_split = chunks_per_split(num_chunks, num_splits);
+  const int used = min((num_chunks + per_split - 1) / per_split, num_splits);
+  const int lane = threadIdx.x % 32;
+  const float2 empty = make_float2(-INFINITY, 0.0f);
+  const float2 s0 = lane < used ? __ldcg(partial_stats + first + lane) : empty;
+  const float2 s1 = lane + 32 < used ? __ldcg(partial_stats + first + lane + 32) : empty;
+  float m = fmaxf(s0.x, s1.x);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  }
+  const float w0 = s0.x == -INFINITY ? 0.0f : exp2f(s0.x - m) * s0.y;
+  const float w1 = s1.x == -INFINITY ? 0.0f : exp2f(s1.x - m) * s1.y;
+  float sum = w0 + w1;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  }
+  float acc = 0.0f;
+#pragma unroll 4
+  for (int i = 0; i < used; ++i) {
+    const float weight = __shfl_sync(0xffffffffu, i < 32 ? w0 : w1, i & 31);
+    acc += weight * __ldcg(partial_out + (first + i) * kHeadDim + d);
+  }
+  T* out = static_cast<T*>(args.out) + static_cast<int64_t>(q_row) * args.out_row_stride +
+           static_cast<int64_t>(q_head) * kHeadDim;
+  out[d] = MmaType<T>::from_float(sum > 0.0f ? acc / sum : 0.0f);
+}
+
+// grid (num_splits, num_kv_heads, num_seqs), block kDecodeWarps warps. split_counters
+// [num_seqs, num_kv_heads] start at zero and are left at zero.
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     attention_decode_kernel(const PagedAttentionArgs args, const int num_splits,
-                            float* __restrict__ partial_out, float2* __restrict__ partial_stats) {
+                            float* __restrict__ partial_out, float2* __restrict__ partial_stats,
+                            int* __restrict__ split_counters) {
   using Layout = DecodeLayout<kHeadDim>;
   static_assert(
       Layout::kMergeFloats * sizeof(float) <= kDecodeWarps * Layout::kWarpElems * sizeof(T),
@@ -225,78 +274,51 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
       if (d == 0) partial_stats[slot] = make_float2(sum > 0.0f ? m : -INFINITY, sum);
     }
   }
-}
+  if (num_splits == 1) return;
 
-// grid (num_heads, num_seqs), block kHeadDim threads: out = sum over splits of
-// partial * sum * 2^(max - M) / (the same without partial), skipping empty splits.
-template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(kHeadDim)
-    attention_decode_merge_kernel(const PagedAttentionArgs args, const int num_splits,
-                                  const float* __restrict__ partial_out,
-                                  const float2* __restrict__ partial_stats) {
-  const int q_head = blockIdx.x;
-  const int seq = blockIdx.y;
-  const int d = threadIdx.x;
-  const int q_row = args.cu_seqlens_q[seq];
-  if (args.cu_seqlens_q[seq + 1] == q_row) return;
-  const int64_t first = (static_cast<int64_t>(seq) * args.num_heads + q_head) * num_splits;
-  // Only the splits that held keys; every warp reads their (max, sum) pairs, two per lane
-  // (num_splits <= 64), and reduces them with shuffles.
-  const int num_chunks = (args.context_lens[seq] + kChunkKeys - 1) / kChunkKeys;
-  const int per_split = chunks_per_split(num_chunks, num_splits);
-  const int used = min((num_chunks + per_split - 1) / per_split, num_splits);
-  const int lane = d % 32;
-  const float2 empty = make_float2(-INFINITY, 0.0f);
-  const float2 s0 = lane < used ? partial_stats[first + lane] : empty;
-  const float2 s1 = lane + 32 < used ? partial_stats[first + lane + 32] : empty;
-  float m = fmaxf(s0.x, s1.x);
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  // The last split of this (sequence, kv head) to finish merges them all (the pattern of the
+  // CUDA samples' threadFenceReduction): publish this split's partials, count it, and let the
+  // CTA that brings the count to num_splits do the merge and reset the counter for the next
+  // launch.
+  __shared__ bool is_last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* counter = split_counters + static_cast<int64_t>(seq) * args.num_kv_heads + kv_head;
+    is_last = atomicAdd(counter, 1) == num_splits - 1;
+    if (is_last) *counter = 0;
   }
-  const float w0 = s0.x == -INFINITY ? 0.0f : exp2f(s0.x - m) * s0.y;
-  const float w1 = s1.x == -INFINITY ? 0.0f : exp2f(s1.x - m) * s1.y;
-  float sum = w0 + w1;
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  constexpr int kHeadsPerPass = kDecodeWarps * 32 / kHeadDim;  // 1 (d 128) or 2 (d 64)
+  for (int g = threadIdx.x / kHeadDim; g < group; g += kHeadsPerPass) {
+    merge_splits<T, kHeadDim>(args, num_splits, partial_out, partial_stats, seq, q_row,
+                              kv_head * group + g, threadIdx.x % kHeadDim);
   }
-  float acc = 0.0f;
-#pragma unroll 4
-  for (int i = 0; i < used; ++i) {
-    const float weight = __shfl_sync(0xffffffffu, i < 32 ? w0 : w1, i & 31);
-    acc += weight * partial_out[(first + i) * kHeadDim + d];
-  }
-  T* out = static_cast<T*>(args.out) + static_cast<int64_t>(q_row) * args.out_row_stride +
-           static_cast<int64_t>(q_head) * kHeadDim;
-  out[d] = MmaType<T>::from_float(sum > 0.0f ? acc / sum : 0.0f);
 }
 
 template <typename T, int kHeadDim>
-void launch_typed(const PagedAttentionArgs& args, int num_splits, float* partial_out,
-                  float2* partial_stats, cudaStream_t stream) {
+void launch_typed(const PagedAttentionArgs& args, const DecodeWorkspace& workspace,
+                  cudaStream_t stream) {
   const auto kernel = attention_decode_kernel<T, kHeadDim>;
   const size_t smem = DecodeLayout<kHeadDim>::template smem_bytes<T>();
   NVLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid(num_splits, args.num_kv_heads, args.num_seqs);
-  kernel<<<grid, kDecodeWarps * 32, smem, stream>>>(args, num_splits, partial_out, partial_stats);
+  const dim3 grid(workspace.num_splits, args.num_kv_heads, args.num_seqs);
+  kernel<<<grid, kDecodeWarps * 32, smem, stream>>>(args, workspace.num_splits,
+                                                    workspace.partial_out, workspace.partial_stats,
+                                                    workspace.counters);
   NVLLM_CUDA_CHECK_LAUNCH();
-  if (num_splits > 1) {
-    attention_decode_merge_kernel<T, kHeadDim>
-        <<<dim3(args.num_heads, args.num_seqs), kHeadDim, 0, stream>>>(args, num_splits,
-                                                                       partial_out, partial_stats);
-    NVLLM_CUDA_CHECK_LAUNCH();
-  }
 }
 
 template <typename T>
-void launch_head_dim(const PagedAttentionArgs& args, int num_splits, float* partial_out,
-                     float2* partial_stats, cudaStream_t stream) {
+void launch_head_dim(const PagedAttentionArgs& args, const DecodeWorkspace& workspace,
+                     cudaStream_t stream) {
   switch (args.head_dim) {
     case 64:
-      return launch_typed<T, 64>(args, num_splits, partial_out, partial_stats, stream);
+      return launch_typed<T, 64>(args, workspace, stream);
     case 128:
-      return launch_typed<T, 128>(args, num_splits, partial_out, partial_stats, stream);
+      return launch_typed<T, 128>(args, workspace, stream);
     default:
       NVLLM_CHECK_MSG(false, "decode attention: unsupported head_dim {}", args.head_dim);
   }
@@ -312,31 +334,40 @@ int decode_num_splits(const PagedAttentionArgs& args) {
   return std::clamp(kCtasPerSm * args.num_sms / pairs, 1, kMaxSplits);
 }
 
+// The workspace of a split launch: the split counters first, at a fixed place (a split
+// launch has fewer (sequence, kv head) pairs than SMs, so num_sms counters serve every launch,
+// and the partials of no launch overlap them), then the partials.
+size_t counters_bytes(const PagedAttentionArgs& args) {
+  return (static_cast<size_t>(args.num_sms) * sizeof(int) + 255) / 256 * 256;
+}
+
 size_t decode_workspace_bytes(const PagedAttentionArgs& args) {
   const int num_splits = decode_num_splits(args);
   if (num_splits == 1) return 0;
   const size_t partials = static_cast<size_t>(args.num_seqs) * args.num_heads * num_splits;
-  return partials * args.head_dim * sizeof(float) + partials * sizeof(float2);
+  return counters_bytes(args) + partials * args.head_dim * sizeof(float) +
+         partials * sizeof(float2);
 }
 
 void launch_attention_decode(const PagedAttentionArgs& args, void* workspace, cudaStream_t stream) {
-  const int num_splits = decode_num_splits(args);
-  float* partial_out = nullptr;     // f32 [num_seqs, num_heads, num_splits, head_dim]
-  float2* partial_stats = nullptr;  // (max, sum) [num_seqs, num_heads, num_splits]
-  if (num_splits > 1) {
+  DecodeWorkspace carved;
+  carved.num_splits = decode_num_splits(args);
+  if (carved.num_splits > 1) {
     NVLLM_CHECK_MSG(workspace != nullptr,
-                    "decode attention with {} splits needs {} bytes of "
-                    "workspace, got none",
-                    num_splits, decode_workspace_bytes(args));
-    const size_t partials = static_cast<size_t>(args.num_seqs) * args.num_heads * num_splits;
-    partial_out = static_cast<float*>(workspace);
-    partial_stats = reinterpret_cast<float2*>(partial_out + partials * args.head_dim);
+                    "decode attention with {} splits needs {} bytes of workspace, got none",
+                    carved.num_splits, decode_workspace_bytes(args));
+    NVLLM_CHECK_LT(args.num_seqs * args.num_kv_heads, args.num_sms);
+    const size_t partials = static_cast<size_t>(args.num_seqs) * args.num_heads * carved.num_splits;
+    carved.counters = static_cast<int*>(workspace);
+    carved.partial_out =
+        reinterpret_cast<float*>(static_cast<char*>(workspace) + counters_bytes(args));
+    carved.partial_stats = reinterpret_cast<float2*>(carved.partial_out + partials * args.head_dim);
   }
   switch (args.dtype) {
     case DType::kBF16:
-      return launch_head_dim<__nv_bfloat16>(args, num_splits, partial_out, partial_stats, stream);
+      return launch_head_dim<__nv_bfloat16>(args, carved, stream);
     case DType::kF16:
-      return launch_head_dim<__half>(args, num_splits, partial_out, partial_stats, stream);
+      return launch_head_dim<__half>(args, carved, stream);
     default:
       NVLLM_CHECK_MSG(false, "decode attention: unsupported dtype {}", dtype_name(args.dtype));
   }

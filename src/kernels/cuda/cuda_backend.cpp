@@ -184,6 +184,8 @@ void* CudaBackend::grow_scratch(Buffer& scratch, size_t bytes, std::string_view 
   // Captured graphs replay the address they recorded, so a replaced buffer stays allocated.
   if (scratch.data() != nullptr) retired_scratch_.push_back(std::move(scratch));
   scratch = Buffer(bytes, Device::kCUDA);
+  // Zeroed once: kernels that keep counters in their scratch leave them at zero.
+  NVLLM_CUDA_CHECK(cudaMemsetAsync(scratch.data(), 0, bytes, stream()));
   return scratch.data();
 }
 
