@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark in one call, on a GPU machine, over what scripts/gpu-pack.sh
-# gathered in .gpu/; prints a table last. Full logs go to $OUT (default /tmp/gpu-checks).
+# gathered in .gpu/; prints a table last. Logs go to $LOG_DIR (default /tmp/gpu-checks); when
+# $OUT is set they are also packed into $OUT/gpu-checks-logs.tar.gz with the table in
+# $LOG_DIR/gpu-checks.txt.
 #   usage: scripts/gpu-checks.sh [SECTION...]
 #   sections: ops golden sanitizer hf attention bench peer (default: all, in that order)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/gpu-checks}
-mkdir -p "$OUT"
+LOG_DIR=${LOG_DIR:-/tmp/gpu-checks}
+mkdir -p "$LOG_DIR"
 sections=${*:-ops golden sanitizer hf attention bench peer}
 bin=$PWD/.gpu/bin
 export LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -21,14 +23,14 @@ tiny=tests/data/models/qwen3-tiny-tied
 rows=()
 record() { rows+=("$(printf '%-34s %s' "$1" "$2")"); }
 has() { [[ " $sections " == *" $1 "* ]]; }
-# Runs a command with its output in $OUT/<name>.log; records pass/FAIL with the tail of a failure.
+# Runs a command with its output in $LOG_DIR/<name>.log; records pass/FAIL with the tail of a failure.
 check() {
   local name=$1; shift
-  if "$@" >"$OUT/$name.log" 2>&1; then record "$name" pass; else
-    record "$name" "FAIL (exit $?, see $name.log)"; tail -n 30 "$OUT/$name.log"; fi
+  if "$@" >"$LOG_DIR/$name.log" 2>&1; then record "$name" pass; else
+    record "$name" "FAIL (exit $?, see $name.log)"; tail -n 30 "$LOG_DIR/$name.log"; fi
 }
 
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$LOG_DIR/gpu.txt"
 
 if has ops; then
   check cuda_kernels_test "$bin/cuda_kernels_test" --gtest_brief=1
@@ -46,34 +48,40 @@ if has sanitizer; then
       "$bin/nanovllm" generate --model $tiny --device cuda --dtype $dtype $eager \
       --num-kvcache-blocks 64 --kvcache-block-size 16 --max-num-seqs 8 --max-tokens 12 \
       --prompt "Hello" --prompt "A longer prompt about paged attention and its block tables." \
-      --no-progress --output "$OUT/memcheck_$dtype.jsonl"
+      --no-progress --output "$LOG_DIR/memcheck_$dtype.jsonl"
   done
 fi
 if has hf || has bench || has peer; then
   python3 .gpu/peer/make_qwen3_checkpoint.py "$model" "$PWD/tests/data/qwen3-tokenizer" \
-    >"$OUT/checkpoint.log" 2>&1 || { echo "making $model failed"; cat "$OUT/checkpoint.log"; }
+    >"$LOG_DIR/checkpoint.log" 2>&1 || { echo "making $model failed"; cat "$LOG_DIR/checkpoint.log"; }
 fi
 if has hf; then
   check hf_compare_bf16 python3 tools/hf_compare.py --model "$model" --nanovllm "$bin/nanovllm" \
-    --report "$OUT/hf_compare.json"
-  grep -E '^(prompt|greedy|hf_compare)' "$OUT/hf_compare_bf16.log"
+    --report "$LOG_DIR/hf_compare.json"
+  grep -E '^(prompt|greedy|hf_compare)' "$LOG_DIR/hf_compare_bf16.log"
 fi
 if has attention; then
   check attention_bench "$bin/attention_bench"
-  tail -n 15 "$OUT/attention_bench.log"
+  tail -n 15 "$LOG_DIR/attention_bench.log"
 fi
 if has bench; then
   check bench "$bin/nanovllm" bench --model "$model"
   check bench_batch1 "$bin/nanovllm" bench --model "$model" --batch-1
   for log in bench bench_batch1; do
     while read -r line; do record "  nanovllm $log" "$line"; done \
-      < <(grep -E '^(Total|batch-1|start-up)' "$OUT/$log.log")
+      < <(grep -E '^(Total|batch-1|start-up)' "$LOG_DIR/$log.log")
   done
 fi
 if has peer; then
-  (cd .gpu/peer && bash run.sh "$model" "$PWD/../../tests/data/qwen3-tokenizer") >"$OUT/peer.log" 2>&1
-  while read -r line; do record "  peer" "$line"; done < <(grep -E '^nano-vllm' "$OUT/peer.log")
+  (cd .gpu/peer && bash run.sh "$model" "$PWD/../../tests/data/qwen3-tokenizer") >"$LOG_DIR/peer.log" 2>&1
+  while read -r line; do record "  peer" "$line"; done < <(grep -E '^nano-vllm' "$LOG_DIR/peer.log")
 fi
-echo
-echo "=== GPU checks ($(head -n1 "$OUT/gpu.txt")) ==="
-printf '%s\n' "${rows[@]}"
+{
+  echo
+  echo "=== GPU checks ($(head -n1 "$LOG_DIR/gpu.txt")) ==="
+  printf '%s\n' "${rows[@]}"
+} | tee "$LOG_DIR/summary.txt"
+if [ -n "${OUT:-}" ]; then
+  cp "$LOG_DIR/summary.txt" "$OUT/gpu-checks.txt"
+  tar czf "$OUT/gpu-checks-logs.tar.gz" -C "$LOG_DIR" .
+fi
