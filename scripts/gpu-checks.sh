@@ -2,7 +2,7 @@
 # Every GPU check and benchmark in one call, on a GPU machine, over what scripts/gpu-pack.sh
 # gathered in .gpu/; prints a table last. Logs go to $LOG_DIR (default /tmp/gpu-checks); when
 # $OUT is set they are also packed into $OUT/gpu-checks-logs.tar.gz with the table in
-# $LOG_DIR/gpu-checks.txt.
+# $OUT/gpu-checks.txt.
 #   usage: scripts/gpu-checks.sh [SECTION...]
 #   sections: ops golden sanitizer hf attention bench peer (default: all, in that order)
 set -uo pipefail
