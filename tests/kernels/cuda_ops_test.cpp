@@ -14,6 +14,7 @@
 #include "core/buffer.h"
 #include "cuda_test_util.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/gemv.h"
 
 namespace nanovllm::test {
 namespace {
@@ -31,6 +32,20 @@ OwnedTensor host_ints(std::initializer_list<int64_t> shape, const std::vector<in
   EXPECT_EQ(owned.tensor.numel(), static_cast<int64_t>(values.size()));
   std::copy(values.begin(), values.end(), owned.tensor.data_as<int32_t>());
   return owned;
+}
+
+// Writes host f32 values into an existing device tensor, converted to its dtype.
+void upload_into(Backend& backend, const Tensor& tensor, const std::vector<float>& values) {
+  ASSERT_EQ(tensor.numel(), static_cast<int64_t>(values.size()));
+  if (tensor.dtype() == DType::kF32) {
+    backend.upload(tensor, values.data());
+    return;
+  }
+  std::vector<uint16_t> half(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    half[i] = tensor.dtype() == DType::kBF16 ? float_to_bf16(values[i]) : float_to_fp16(values[i]);
+  }
+  backend.upload(tensor, half.data());
 }
 
 std::vector<float> values_of(const Tensor& host) {
@@ -270,6 +285,114 @@ TEST_P(CudaOpsTest, LinearWithEmptyDepthWritesZeros) {
   DeviceTensor gpu_out = poisoned({m, n});
   gpu_->linear(gpu_x.tensor(), gpu_w.tensor(), gpu_out.tensor());
   EXPECT_EQ(download_floats(*gpu_, gpu_out.tensor()), std::vector<float>(m * n, 0.0f));
+}
+
+// Decode batches (1 to 8 rows of x) at the Qwen3-0.6B projection shapes, the LM head's with
+// fewer rows: the weight-streaming GEMV for bf16/f16, cuBLASLt for f32. Rows of x are
+// independent, so one CPU product over 8 rows serves every batch size.
+TEST_P(CudaOpsTest, LinearAtDecodeBatchSizes) {
+  constexpr int64_t kMaxBatch = 8;
+  for (GemmShape s : {GemmShape{kMaxBatch, 4096, 1024}, GemmShape{kMaxBatch, 1024, 2048},
+                      GemmShape{kMaxBatch, 6144, 1024}, GemmShape{kMaxBatch, 1024, 3072},
+                      GemmShape{kMaxBatch, 20011, 1024}}) {
+    const std::vector<float> x = random(s.m * s.k);
+    const std::vector<float> w = random(s.n * s.k);
+    OwnedTensor cpu_x = host_floats({s.m, s.k}, x);
+    OwnedTensor cpu_w = host_floats({s.n, s.k}, w);
+    OwnedTensor cpu_out(DType::kF32, {s.m, s.n});
+    cpu_->linear(cpu_x.tensor, cpu_w.tensor, cpu_out.tensor);
+    const std::vector<float> all_expected = values_of(cpu_out.tensor);
+
+    DeviceTensor gpu_x = upload_floats(*gpu_, dtype(), {s.m, s.k}, x);
+    DeviceTensor gpu_w = upload_floats(*gpu_, dtype(), {s.n, s.k}, w);
+    for (int64_t m = 1; m <= kMaxBatch; ++m) {
+      const std::vector<float> expected(all_expected.begin(), all_expected.begin() + m * s.n);
+      const Tensor x_rows = gpu_x.tensor().slice_rows(0, m);
+      const std::string what = fmt::format("{}x{}x{}", m, s.n, s.k);
+      DeviceTensor out = poisoned({m, s.n});
+      gpu_->linear(x_rows, gpu_w.tensor(), out.tensor());
+      expect_relative_error(download_floats(*gpu_, out.tensor()), expected, tolerance(),
+                            label("linear {}", what));
+      DeviceTensor logits(*gpu_, DType::kF32, {m, s.n});
+      poison(*gpu_, logits.tensor());
+      gpu_->linear(x_rows, gpu_w.tensor(), logits.tensor());
+      expect_relative_error(download_floats(*gpu_, logits.tensor()), expected,
+                            dtype() == DType::kF32 ? tolerance() : 1e-4,
+                            label("linear f32 out {}", what));
+    }
+  }
+}
+
+// Odd n and k at decode batch sizes, x a column slice of wider rows (16-byte aligned at column
+// 8, misaligned at column 3) and out a column slice at column 1; k % 8 != 0 and the misaligned
+// x take cuBLASLt. Columns of out outside the slice stay untouched.
+TEST_P(CudaOpsTest, LinearAtDecodeBatchSizesOnOddShapesAndSlices) {
+  struct Case {
+    int64_t m, n, k, x_column;
+  };
+  std::vector<Case> cases;
+  int64_t m = 0;
+  for (int64_t n : {1, 7, 1001}) {
+    for (int64_t k : {8, 72, 1024, 3072, 20, 1001}) cases.push_back({1 + m++ % 8, n, k, 8});
+  }
+  cases.push_back({4, 1001, 1024, 3});
+  for (const Case& c : cases) {
+    const int64_t x_width = c.k + 24;
+    const int64_t out_width = c.n + 5;
+    const std::vector<float> big_x = random(c.m * x_width);
+    std::vector<float> x(c.m * c.k);
+    for (int64_t r = 0; r < c.m; ++r) {
+      for (int64_t i = 0; i < c.k; ++i) x[r * c.k + i] = big_x[r * x_width + c.x_column + i];
+    }
+    const std::vector<float> w = random(c.n * c.k);
+    OwnedTensor cpu_x = host_floats({c.m, c.k}, x);
+    OwnedTensor cpu_w = host_floats({c.n, c.k}, w);
+    OwnedTensor cpu_out(DType::kF32, {c.m, c.n});
+    cpu_->linear(cpu_x.tensor, cpu_w.tensor, cpu_out.tensor);
+    const std::vector<float> expected = values_of(cpu_out.tensor);
+    const std::string what = fmt::format("{}x{}x{} x at column {}", c.m, c.n, c.k, c.x_column);
+
+    DeviceTensor gpu_big_x = upload_floats(*gpu_, dtype(), {c.m, x_width}, big_x);
+    const Tensor gpu_x = gpu_big_x.tensor().slice_last(c.x_column, c.x_column + c.k);
+    DeviceTensor gpu_w = upload_floats(*gpu_, dtype(), {c.n, c.k}, w);
+    for (DType out_dtype : {dtype(), DType::kF32}) {
+      DeviceTensor big_out(*gpu_, out_dtype, {c.m, out_width});
+      poison(*gpu_, big_out.tensor());
+      gpu_->linear(gpu_x, gpu_w.tensor(), big_out.tensor().slice_last(1, 1 + c.n));
+      const std::vector<float> all = download_floats(*gpu_, big_out.tensor());
+      std::vector<float> actual(c.m * c.n);
+      for (int64_t r = 0; r < c.m; ++r) {
+        for (int64_t i = 0; i < c.n; ++i) actual[r * c.n + i] = all[r * out_width + 1 + i];
+        EXPECT_TRUE(std::isnan(all[r * out_width]) && std::isnan(all[r * out_width + 1 + c.n]))
+            << label("linear {} wrote outside out", what);
+      }
+      const bool exact_dtype = out_dtype == dtype() || dtype() == DType::kF32;
+      expect_relative_error(actual, expected, exact_dtype ? tolerance() : 1e-4,
+                            label("linear {} out {}", what, dtype_name(out_dtype)));
+    }
+  }
+}
+
+// A decode-size linear captured in a graph (k = 2048 takes the GEMV's larger shared-memory
+// configuration) replays to what the eager call gives.
+TEST_P(CudaOpsTest, LinearAtDecodeBatchSizeReplaysInGraph) {
+  const int64_t m = 3, n = 300, k = 2048;
+  DeviceTensor x = upload_floats(*gpu_, dtype(), {m, k}, random(m * k));
+  DeviceTensor w = upload_floats(*gpu_, dtype(), {n, k}, random(n * k));
+  DeviceTensor out = poisoned({m, n});
+  auto forward = [&] { gpu_->linear(x.tensor(), w.tensor(), out.tensor()); };
+  forward();
+  std::unique_ptr<CapturedGraph> graph = gpu_->capture(forward);
+  ASSERT_NE(graph, nullptr);
+  upload_into(*gpu_, x.tensor(), random(m * k));
+  poison(*gpu_, out.tensor());
+  graph->replay();
+  const std::vector<float> replayed = download_floats(*gpu_, out.tensor());
+  poison(*gpu_, out.tensor());
+  forward();
+  const std::vector<float> eager = download_floats(*gpu_, out.tensor());
+  ASSERT_EQ(std::count_if(eager.begin(), eager.end(), [](float v) { return std::isnan(v); }), 0);
+  EXPECT_EQ(replayed, eager) << label("linear replay");
 }
 
 TEST_P(CudaOpsTest, QkNormRope) {
@@ -527,6 +650,47 @@ TEST(CudaBackendTest, RejectsUnsupportedComputeDtypes) {
           << error.what();
     }
   }
+}
+
+// Which operands linear() sends to the GEMV rather than cuBLASLt (host-side; no device needed).
+TEST(GemvTest, TakesDecodeOperandsAndLeavesTheRestToCublasLt) {
+  const auto address = [](uintptr_t value) { return reinterpret_cast<void*>(value); };
+  cuda::GemvArgs decode;  // a batch-4 down projection, bf16
+  decode.x = address(0x10000);
+  decode.ldx = 3072;
+  decode.weight = address(0x20000);
+  decode.ldw = 3072;
+  decode.out = address(0x30002);  // out needs no alignment
+  decode.ldo = 1027;
+  decode.m = 4;
+  decode.n = 1024;
+  decode.k = 3072;
+  EXPECT_TRUE(cuda::gemv_supported(decode));
+
+  auto with = [&](auto change) {
+    cuda::GemvArgs args = decode;
+    change(args);
+    return cuda::gemv_supported(args);
+  };
+  EXPECT_TRUE(with([](cuda::GemvArgs& a) { a.in_dtype = a.out_dtype = DType::kF16; }));
+  EXPECT_TRUE(with([](cuda::GemvArgs& a) { a.out_dtype = DType::kF32; }));
+  EXPECT_TRUE(with([](cuda::GemvArgs& a) { a.m = 8; }));
+  EXPECT_TRUE(with([](cuda::GemvArgs& a) {
+    a.m = 1;
+    a.ldx = 3;  // a single row's stride is never used
+  }));
+  EXPECT_TRUE(with([](cuda::GemvArgs& a) { a.ldx = 4096; }));
+  EXPECT_FALSE(with([](cuda::GemvArgs& a) { a.m = 9; }));
+  EXPECT_FALSE(with([](cuda::GemvArgs& a) { a.in_dtype = a.out_dtype = DType::kF32; }));
+  EXPECT_FALSE(with([](cuda::GemvArgs& a) { a.out_dtype = DType::kF16; }));  // bf16 inputs
+  EXPECT_FALSE(with([](cuda::GemvArgs& a) {
+    a.k = 3071;
+    a.ldx = a.ldw = 3071;
+  }));
+  EXPECT_FALSE(with([&](cuda::GemvArgs& a) { a.x = address(0x10008); }));
+  EXPECT_FALSE(with([&](cuda::GemvArgs& a) { a.weight = address(0x20002); }));
+  EXPECT_FALSE(with([](cuda::GemvArgs& a) { a.ldx = 3076; }));
+  EXPECT_FALSE(with([](cuda::GemvArgs& a) { a.ldw = 3076; }));
 }
 
 TEST(CudaBackendTest, AvailabilityMatchesBackendCreation) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemv.h"
 
 namespace nanovllm::cuda {
 
@@ -154,6 +155,13 @@ void CublasLtLinear::run(const LinearArgs& args, cudaStream_t stream) {
     NVLLM_CUDA_CHECK(cudaMemset2DAsync(args.out, static_cast<size_t>(ldo) * element, 0,
                                        static_cast<size_t>(args.n) * element,
                                        static_cast<size_t>(args.m), stream));
+    return;
+  }
+  // A few rows (decode): cuBLASLt's tiles stream the weight well below memory bandwidth there.
+  const GemvArgs gemv_args{args.in_dtype, args.out_dtype, args.x, args.ldx, args.weight, args.ldw,
+                           args.out,      args.ldo,       args.m, args.n,   args.k};
+  if (gemv_supported(gemv_args)) {
+    gemv(gemv_args, stream);
     return;
   }
   const PlanKey key{args.in_dtype,
