@@ -203,6 +203,97 @@ TEST(CudaSampling, RowsDoNotDependOnTheRestOfTheBatch) {
   }
 }
 
+// Row rules for the small-batch tests by kind: untruncated random, greedy, top-k with top-p,
+// top-p alone; consecutive rows take consecutive kinds, so batches of 2 or more mix them.
+RowRule small_batch_rule(std::mt19937_64& gen, int64_t kind) {
+  const float temperatures[] = {0.3f, 0.6f, 1.0f, 1.7f};
+  RowRule rule;
+  rule.temperature = temperatures[gen() % 4];
+  rule.seed = gen();
+  rule.position = static_cast<int32_t>(gen() % 40000);
+  switch (kind % 4) {
+    case 1:
+      rule.temperature = 0.0f;
+      break;
+    case 2:
+      rule.top_k = 20;
+      rule.top_p = 0.95f;
+      break;
+    case 3:
+      rule.top_p = 0.9f;
+      break;
+    default:
+      break;
+  }
+  return rule;
+}
+
+// Batches of a few rows split each row over many CTAs (large vocabularies) or keep one CTA per
+// row (small ones); either way every row draws the CPU's token. Some batches put a tie at the top
+// of row 0 (first and last token), make it all NaN, or give it an infinite logit.
+TEST(CudaSampling, SmallBatchesAgreeWithTheCpu) {
+  NVLLM_REQUIRE_CUDA();
+  auto cpu = make_cpu_backend();
+  auto gpu = make_cuda_backend(DType::kBF16);
+  std::mt19937_64 gen(7);
+  for (int64_t vocab :
+       {int64_t{kQwenVocab}, int64_t{10007}, int64_t{4099}, int64_t{1001}, int64_t{3}}) {
+    for (int64_t rows : {1, 2, 3, 7}) {
+      const int batches = vocab > 5000 ? 12 : 24;
+      std::vector<float> all_logits;
+      std::vector<RowRule> all_rules;
+      std::vector<int32_t> all_gpu, all_cpu;
+      for (int b = 0; b < batches; ++b) {
+        // Drop the first b % 5 rows so that row 0 takes every logit shape in turn.
+        std::vector<float> logits = model_like_logits(gen, rows + b % 5, vocab);
+        logits.erase(logits.begin(), logits.begin() + (b % 5) * vocab);
+        if (b % 6 == 1 && vocab > 2) logits[1] = logits[vocab - 1] = 100.0f;
+        if (b % 6 == 3) std::fill(logits.begin(), logits.begin() + vocab, kNaN);
+        if (b % 6 == 5) logits[vocab - 1] = std::numeric_limits<float>::infinity();
+        std::vector<RowRule> rules;
+        for (int64_t r = 0; r < rows; ++r) rules.push_back(small_batch_rule(gen, b + r));
+        const std::vector<int32_t> expected = test::backend_sample(*cpu, logits, vocab, rules);
+        const std::vector<int32_t> actual = test::backend_sample(*gpu, logits, vocab, rules);
+        if (b % 6 == 3) {
+          EXPECT_EQ(actual[0], -1) << "vocab " << vocab << " batch " << b;
+        }
+        all_logits.insert(all_logits.end(), logits.begin(), logits.end());
+        all_rules.insert(all_rules.end(), rules.begin(), rules.end());
+        all_gpu.insert(all_gpu.end(), actual.begin(), actual.end());
+        all_cpu.insert(all_cpu.end(), expected.begin(), expected.end());
+      }
+      expect_random_rows_agree(
+          all_logits, vocab, all_rules, all_gpu, all_cpu,
+          "vocab " + std::to_string(vocab) + " batches of " + std::to_string(rows));
+    }
+  }
+}
+
+// Greedy batches of a few rows over large vocabularies: the row's best key is folded from its
+// chunks' keys, so it must be the CPU's token on every row.
+TEST(CudaSampling, SmallGreedyBatchesAreIdenticalToTheCpu) {
+  NVLLM_REQUIRE_CUDA();
+  auto cpu = make_cpu_backend();
+  auto gpu = make_cuda_backend(DType::kBF16);
+  std::mt19937_64 gen(8);
+  for (int64_t vocab : {int64_t{kQwenVocab}, int64_t{kQwenVocab + 3}, int64_t{10007}}) {
+    for (int64_t rows : {1, 2, 3, 7}) {
+      for (int b = 0; b < 6; ++b) {
+        std::vector<float> logits = model_like_logits(gen, rows, vocab);
+        // The best token at a chunk's edge or at the row's end, or a tie between the row's ends.
+        const int64_t best = b == 0 ? vocab - 1 : b == 1 ? 0 : static_cast<int64_t>(gen() % vocab);
+        logits[best] = 50.0f;
+        if (b == 2) logits[vocab - 1] = 50.0f;
+        std::vector<RowRule> rules(rows);
+        for (RowRule& rule : rules) rule.temperature = 0.0f;
+        EXPECT_EQ(test::backend_sample(*gpu, logits, vocab, rules),
+                  test::backend_sample(*cpu, logits, vocab, rules))
+            << "vocab " << vocab << " rows " << rows << " batch " << b;
+      }
+    }
+  }
+}
+
 TEST(CudaLogprobs, AgreeWithTheCpu) {
   NVLLM_REQUIRE_CUDA();
   auto cpu = make_cpu_backend();
@@ -236,21 +327,11 @@ TEST(CudaLogprobs, AgreeWithTheCpu) {
   }
 }
 
-// Decode-step cost at the largest batch shapes; printed, not asserted.
-TEST(CudaSampling, ReportsTheTimeOfA256RowStep) {
-  NVLLM_REQUIRE_CUDA();
-  auto gpu = make_cuda_backend(DType::kBF16);
-  std::mt19937_64 gen(6);
-  const int64_t rows = 256;
+// The mean time of Backend::sample over the Qwen vocabulary under each row setting; printed.
+void report_sample_times(Backend& gpu, int64_t rows, int iterations, std::mt19937_64& gen) {
   const std::vector<float> logits = model_like_logits(gen, rows, kQwenVocab);
-  OwnedTensor logits_t = test::backend_tensor(*gpu, DType::kF32, {rows, kQwenVocab}, logits);
-  OwnedTensor out_t(DType::kI32, {rows}, gpu->device());
-  OwnedTensor tokens_t =
-      test::backend_tensor(*gpu, DType::kI32, {rows}, std::vector<int32_t>(rows, 5));
-  OwnedTensor logprob_t(DType::kF32, {rows}, gpu->device());
-  OwnedTensor rank_t(DType::kI32, {rows}, gpu->device());
-  OwnedTensor top_ids_t(DType::kI32, {rows, 20}, gpu->device());
-  OwnedTensor top_logprobs_t(DType::kF32, {rows, 20}, gpu->device());
+  OwnedTensor logits_t = test::backend_tensor(gpu, DType::kF32, {rows, kQwenVocab}, logits);
+  OwnedTensor out_t(DType::kI32, {rows}, gpu.device());
   struct Setting {
     const char* name;
     float temperature;
@@ -265,24 +346,41 @@ TEST(CudaSampling, ReportsTheTimeOfA256RowStep) {
     std::vector<int32_t> top_k(rows, s.top_k), position(rows, 77);
     std::vector<int64_t> seed(rows);
     for (int64_t& x : seed) x = static_cast<int64_t>(gen());
-    OwnedTensor t_t = test::backend_tensor(*gpu, DType::kF32, {rows}, temperature);
-    OwnedTensor k_t = test::backend_tensor(*gpu, DType::kI32, {rows}, top_k);
-    OwnedTensor p_t = test::backend_tensor(*gpu, DType::kF32, {rows}, top_p);
-    OwnedTensor s_t = test::backend_tensor(*gpu, DType::kI64, {rows}, seed);
-    OwnedTensor n_t = test::backend_tensor(*gpu, DType::kI32, {rows}, position);
+    OwnedTensor t_t = test::backend_tensor(gpu, DType::kF32, {rows}, temperature);
+    OwnedTensor k_t = test::backend_tensor(gpu, DType::kI32, {rows}, top_k);
+    OwnedTensor p_t = test::backend_tensor(gpu, DType::kF32, {rows}, top_p);
+    OwnedTensor s_t = test::backend_tensor(gpu, DType::kI64, {rows}, seed);
+    OwnedTensor n_t = test::backend_tensor(gpu, DType::kI32, {rows}, position);
     const SamplingTensors params{t_t.tensor, k_t.tensor, p_t.tensor, s_t.tensor, n_t.tensor};
-    gpu->sample(logits_t.tensor, params, out_t.tensor);
-    gpu->synchronize();
-    const int iterations = 20;
+    gpu.sample(logits_t.tensor, params, out_t.tensor);
+    gpu.synchronize();
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < iterations; ++i) gpu->sample(logits_t.tensor, params, out_t.tensor);
-    gpu->synchronize();
+    for (int i = 0; i < iterations; ++i) gpu.sample(logits_t.tensor, params, out_t.tensor);
+    gpu.synchronize();
     const double us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
             .count() /
         iterations;
-    std::printf("sample 256 x %d %s: %.1f us\n", kQwenVocab, s.name, us);
+    std::printf("sample %lld x %d %s: %.1f us\n", static_cast<long long>(rows), kQwenVocab, s.name,
+                us);
   }
+}
+
+// Decode-step cost at the largest batch shapes; printed, not asserted.
+TEST(CudaSampling, ReportsTheTimeOfA256RowStep) {
+  NVLLM_REQUIRE_CUDA();
+  auto gpu = make_cuda_backend(DType::kBF16);
+  std::mt19937_64 gen(6);
+  const int64_t rows = 256;
+  report_sample_times(*gpu, rows, 20, gen);
+  const std::vector<float> logits = model_like_logits(gen, rows, kQwenVocab);
+  OwnedTensor logits_t = test::backend_tensor(*gpu, DType::kF32, {rows, kQwenVocab}, logits);
+  OwnedTensor tokens_t =
+      test::backend_tensor(*gpu, DType::kI32, {rows}, std::vector<int32_t>(rows, 5));
+  OwnedTensor logprob_t(DType::kF32, {rows}, gpu->device());
+  OwnedTensor rank_t(DType::kI32, {rows}, gpu->device());
+  OwnedTensor top_ids_t(DType::kI32, {rows, 20}, gpu->device());
+  OwnedTensor top_logprobs_t(DType::kF32, {rows, 20}, gpu->device());
   const LogprobsTensors out{logprob_t.tensor, rank_t.tensor, top_ids_t.tensor,
                             top_logprobs_t.tensor};
   gpu->compute_logprobs(logits_t.tensor, tokens_t.tensor, 20, out);
@@ -294,6 +392,14 @@ TEST(CudaSampling, ReportsTheTimeOfA256RowStep) {
       "logprobs 256 x %d top 20: %.1f us\n", kQwenVocab,
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
           20);
+}
+
+// Decode-step cost at batch sizes 1 and 4 (rows split over many CTAs); printed, not asserted.
+TEST(CudaSampling, ReportsTheTimeOfSmallBatchSteps) {
+  NVLLM_REQUIRE_CUDA();
+  auto gpu = make_cuda_backend(DType::kBF16);
+  std::mt19937_64 gen(9);
+  for (int64_t rows : {1, 4}) report_sample_times(*gpu, rows, 200, gen);
 }
 
 }  // namespace

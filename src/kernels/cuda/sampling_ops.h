@@ -22,6 +22,8 @@ struct SamplingArgs {
   int32_t* token_ids = nullptr;  // [rows] out; -1 where every logit is NaN
 };
 
+// Workspace bytes sample() needs on the current device: some for batches too small to give
+// every SM a row, 0 otherwise.
 size_t sample_workspace_bytes(int64_t rows, int64_t vocab);
 void sample(const SamplingArgs& args, void* workspace, cudaStream_t stream);
 

@@ -1,6 +1,7 @@
-// Device building blocks of the sampling and logprobs kernels: one CTA of kSelectThreads threads
-// per row, block reductions, and a radix select on the 64-bit rank key that finds the kept set
-// of top-k (by count) or top-p (by fixed-point mass) without sorting the vocabulary.
+// Device building blocks of the sampling and logprobs kernels: CTAs of kSelectThreads threads
+// walking a row (or a range of its groups of 4 tokens), block reductions, and a radix select on
+// the 64-bit rank key that finds the kept set of top-k (by count) or top-p (by fixed-point mass)
+// without sorting the vocabulary.
 //
 // A radix select walks the key from its top byte down. Each pass builds a 256-bin histogram
 // (token count, and mass in mass mode) of the tokens whose key matches the digits chosen so far,
@@ -81,17 +82,21 @@ __device__ __forceinline__ unsigned long long warp_sum_u64(unsigned long long va
   return value;
 }
 
-// Block-wide max of a 64-bit key; every thread gets the result.
-__device__ __forceinline__ unsigned long long block_max_u64(unsigned long long value,
-                                                            SelectShared& sh) {
+// Block-wide max of a 64-bit key over one word of scratch per warp; every thread gets the result.
+__device__ __forceinline__ unsigned long long block_max_u64(
+    unsigned long long value, unsigned long long (&scratch)[kSelectWarps]) {
   value = warp_max_u64(value);
-  if (lane_id() == 0) sh.reduce_u64[threadIdx.x / 32] = value;
+  if (lane_id() == 0) scratch[threadIdx.x / 32] = value;
   __syncthreads();
   unsigned long long total = 0;
-  for (int w = 0; w < kSelectWarps; ++w)
-    total = sh.reduce_u64[w] > total ? sh.reduce_u64[w] : total;
+  for (int w = 0; w < kSelectWarps; ++w) total = scratch[w] > total ? scratch[w] : total;
   __syncthreads();  // the scratch may be reused right away
   return total;
+}
+
+__device__ __forceinline__ unsigned long long block_max_u64(unsigned long long value,
+                                                            SelectShared& sh) {
+  return block_max_u64(value, sh.reduce_u64);
 }
 
 __device__ __forceinline__ unsigned long long block_sum_u64(unsigned long long value,
@@ -129,17 +134,22 @@ __device__ __forceinline__ float block_max_f32(float value, SelectShared& sh) {
   return total;
 }
 
+__device__ __forceinline__ int num_groups_of(int vocab) {
+  return (vocab + 3) / 4;
+}
+
 // Calls f(group, logits[4], n) for the groups of 4 tokens 4 * group .. 4 * group + n - 1 of a
-// row, n = 0 for a thread past the end; every thread makes the same number of calls, so f may
-// use warp collectives. Aligned rows are read with float4 loads.
+// row with group_begin <= group < group_end, n = 0 for a thread past the end; every thread makes
+// the same number of calls, so f may use warp collectives. Aligned rows are read with float4
+// loads.
 template <typename F>
-__device__ __forceinline__ void for_each_group(const float* row, int vocab, F&& f) {
-  const int num_groups = (vocab + 3) / 4;
+__device__ __forceinline__ void for_each_group_in(const float* row, int vocab, int group_begin,
+                                                  int group_end, F&& f) {
   const bool aligned = (reinterpret_cast<uintptr_t>(row) & 15u) == 0;
-  for (int base = 0; base < num_groups; base += kSelectThreads) {
+  for (int base = group_begin; base < group_end; base += kSelectThreads) {
     const int group = base + static_cast<int>(threadIdx.x);
     const int token = 4 * group;
-    const int n = group < num_groups ? min(4, vocab - token) : 0;
+    const int n = group < group_end ? min(4, vocab - token) : 0;
     float logits[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (n == 4 && aligned) {
       const float4 v = __ldg(reinterpret_cast<const float4*>(row + token));
@@ -154,17 +164,30 @@ __device__ __forceinline__ void for_each_group(const float* row, int vocab, F&& 
   }
 }
 
+// The whole row, group by group (see for_each_group_in).
+template <typename F>
+__device__ __forceinline__ void for_each_group(const float* row, int vocab, F&& f) {
+  for_each_group_in(row, vocab, 0, num_groups_of(vocab), static_cast<F&&>(f));
+}
+
+// The largest rank key this thread sees among groups [group_begin, group_end) (0 for none).
+__device__ __forceinline__ unsigned long long thread_max_key(const float* row, int vocab,
+                                                             int group_begin, int group_end) {
+  unsigned long long best = 0;
+  for_each_group_in(row, vocab, group_begin, group_end,
+                    [&](int group, const float(&logits)[4], int n) {
+                      for (int j = 0; j < n; ++j) {
+                        const unsigned long long key = sampling::rank_key(logits[j], 4 * group + j);
+                        best = key > best ? key : best;
+                      }
+                    });
+  return best;
+}
+
 // The row's largest rank key (0 for an empty row).
 __device__ __forceinline__ unsigned long long row_max_key(const float* row, int vocab,
                                                           SelectShared& sh) {
-  unsigned long long best = 0;
-  for_each_group(row, vocab, [&](int group, const float(&logits)[4], int n) {
-    for (int j = 0; j < n; ++j) {
-      const unsigned long long key = sampling::rank_key(logits[j], 4 * group + j);
-      best = key > best ? key : best;
-    }
-  });
-  return block_max_u64(best, sh);
+  return block_max_u64(thread_max_key(row, vocab, 0, num_groups_of(vocab)), sh);
 }
 
 // Adds one token per valid lane to the histograms. Lanes with the same digit are merged (one
