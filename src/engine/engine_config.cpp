@@ -37,8 +37,8 @@ void EngineConfig::validate() const {
   if (device != "cpu" && device != "cuda" && device != "auto")
     reject(fmt::format("device must be 'cpu', 'cuda' or 'auto', got '{}'", device));
   if (dtype != "auto" && dtype != "bfloat16" && dtype != "float16" && dtype != "float32")
-    reject(fmt::format("dtype must be 'auto', 'bfloat16', 'float16' or 'float32', got '{}'",
-                       dtype));
+    reject(
+        fmt::format("dtype must be 'auto', 'bfloat16', 'float16' or 'float32', got '{}'", dtype));
   if (load_format != "safetensors" && load_format != "dummy")
     reject(fmt::format("load_format must be 'safetensors' or 'dummy', got '{}'", load_format));
 }

@@ -9,7 +9,8 @@ bool cuda_available() {
 }
 
 std::unique_ptr<Backend> make_cuda_backend(DType) {
-  throw Error("this build has no CUDA backend (configured without a CUDA toolkit); use --device cpu");
+  throw Error(
+      "this build has no CUDA backend (configured without a CUDA toolkit); use --device cpu");
 }
 
 }  // namespace nanovllm

@@ -21,8 +21,8 @@
 namespace nanovllm::test {
 
 // Skips the test (reported as skipped by ctest) on a machine without a usable CUDA device.
-#define NVLLM_REQUIRE_CUDA()                                              \
-  do {                                                                    \
+#define NVLLM_REQUIRE_CUDA()                                             \
+  do {                                                                   \
     if (!::nanovllm::cuda_available()) GTEST_SKIP() << "no CUDA device"; \
   } while (0)
 
