@@ -17,16 +17,6 @@
 namespace nanovllm::test {
 namespace {
 
-OwnedTensor host_tensor(DType dtype, std::initializer_list<int64_t> shape, const void* values) {
-  OwnedTensor owned(dtype, shape);
-  std::memcpy(owned.tensor.data(), values, owned.tensor.nbytes());
-  return owned;
-}
-
-std::vector<float> floats_of(const Tensor& host) {
-  return std::vector<float>(host.data_as<float>(), host.data_as<float>() + host.numel());
-}
-
 class CudaFusedOpsTest : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override { NVLLM_REQUIRE_CUDA(); }
@@ -50,14 +40,7 @@ TEST_P(CudaFusedOpsTest, QkNormRopeStoreKvEqualsTheTwoOps) {
     const int64_t cache_elements = num_blocks * block_size * dims.kv_size();
     const std::vector<float> k_init = round_to(dtype, random_floats(cache_elements, rng_));
     const std::vector<float> v_init = round_to(dtype, random_floats(cache_elements, rng_));
-    std::vector<float> table(max_positions * dims.head_dim);
-    for (int64_t p = 0; p < max_positions; ++p) {
-      for (int i = 0; i < dims.head_dim / 2; ++i) {
-        const double angle = p / std::pow(10000.0, 2.0 * i / dims.head_dim);
-        table[p * dims.head_dim + i] = static_cast<float>(std::cos(angle));
-        table[p * dims.head_dim + dims.head_dim / 2 + i] = static_cast<float>(std::sin(angle));
-      }
-    }
+    const std::vector<float> table = rotary_table(max_positions, dims.head_dim);
     std::vector<int32_t> positions(tokens), slots(num_blocks * block_size);
     std::uniform_int_distribution<int32_t> position(0, max_positions - 1);
     for (int32_t& p : positions) p = position(rng_);
@@ -68,14 +51,14 @@ TEST_P(CudaFusedOpsTest, QkNormRopeStoreKvEqualsTheTwoOps) {
 
     const std::initializer_list<int64_t> cache_shape = {num_blocks, block_size, dims.num_kv_heads,
                                                         dims.head_dim};
-    OwnedTensor c_qkv = host_tensor(DType::kF32, {tokens, width}, qkv.data());
-    OwnedTensor c_qn = host_tensor(DType::kF32, {dims.head_dim}, q_norm.data());
-    OwnedTensor c_kn = host_tensor(DType::kF32, {dims.head_dim}, k_norm.data());
-    OwnedTensor c_pos = host_tensor(DType::kI32, {tokens}, positions.data());
-    OwnedTensor c_table = host_tensor(DType::kF32, {max_positions, dims.head_dim}, table.data());
-    OwnedTensor c_slots = host_tensor(DType::kI32, {tokens}, slots.data());
-    OwnedTensor c_k = host_tensor(DType::kF32, cache_shape, k_init.data());
-    OwnedTensor c_v = host_tensor(DType::kF32, cache_shape, v_init.data());
+    OwnedTensor c_qkv = host_floats({tokens, width}, qkv);
+    OwnedTensor c_qn = host_floats({dims.head_dim}, q_norm);
+    OwnedTensor c_kn = host_floats({dims.head_dim}, k_norm);
+    OwnedTensor c_pos = host_ints({tokens}, positions);
+    OwnedTensor c_table = host_floats({max_positions, dims.head_dim}, table);
+    OwnedTensor c_slots = host_ints({tokens}, slots);
+    OwnedTensor c_k = host_floats(cache_shape, k_init);
+    OwnedTensor c_v = host_floats(cache_shape, v_init);
     AttentionMetadata c_meta;
     c_meta.slot_mapping = c_slots.tensor;
     cpu->qk_norm_rope(c_qkv.tensor, c_qn.tensor, c_kn.tensor, c_pos.tensor, c_table.tensor, 1e-6f,
@@ -100,12 +83,12 @@ TEST_P(CudaFusedOpsTest, QkNormRopeStoreKvEqualsTheTwoOps) {
                              std::to_string(dims.num_kv_heads) + " d " +
                              std::to_string(dims.head_dim) + " tokens " + std::to_string(tokens);
     const double tolerance = relative_tolerance(dtype);
-    expect_relative_error(download_floats(*gpu, g_qkv.tensor()), floats_of(c_qkv.tensor), tolerance,
+    expect_relative_error(download_floats(*gpu, g_qkv.tensor()), values_of(c_qkv.tensor), tolerance,
                           "qkv " + what);
-    expect_relative_error(download_floats(*gpu, g_k.tensor()), floats_of(c_k.tensor), tolerance,
+    expect_relative_error(download_floats(*gpu, g_k.tensor()), values_of(c_k.tensor), tolerance,
                           "k cache " + what);
     // v is copied, never rounded: exact.
-    EXPECT_EQ(download_floats(*gpu, g_v.tensor()), floats_of(c_v.tensor)) << "v cache " << what;
+    EXPECT_EQ(download_floats(*gpu, g_v.tensor()), values_of(c_v.tensor)) << "v cache " << what;
   }
 }
 

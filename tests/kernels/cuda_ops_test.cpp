@@ -19,54 +19,6 @@
 namespace nanovllm::test {
 namespace {
 
-// A host f32 tensor holding `values`: an operand of the CPU backend.
-OwnedTensor host_floats(std::initializer_list<int64_t> shape, const std::vector<float>& values) {
-  OwnedTensor owned(DType::kF32, shape);
-  EXPECT_EQ(owned.tensor.numel(), static_cast<int64_t>(values.size()));
-  std::copy(values.begin(), values.end(), owned.tensor.data_as<float>());
-  return owned;
-}
-
-OwnedTensor host_ints(std::initializer_list<int64_t> shape, const std::vector<int32_t>& values) {
-  OwnedTensor owned(DType::kI32, shape);
-  EXPECT_EQ(owned.tensor.numel(), static_cast<int64_t>(values.size()));
-  std::copy(values.begin(), values.end(), owned.tensor.data_as<int32_t>());
-  return owned;
-}
-
-// Writes host f32 values into an existing device tensor, converted to its dtype.
-void upload_into(Backend& backend, const Tensor& tensor, const std::vector<float>& values) {
-  ASSERT_EQ(tensor.numel(), static_cast<int64_t>(values.size()));
-  if (tensor.dtype() == DType::kF32) {
-    backend.upload(tensor, values.data());
-    return;
-  }
-  std::vector<uint16_t> half(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    half[i] = tensor.dtype() == DType::kBF16 ? float_to_bf16(values[i]) : float_to_fp16(values[i]);
-  }
-  backend.upload(tensor, half.data());
-}
-
-std::vector<float> values_of(const Tensor& host) {
-  const float* data = host.data_as<float>();
-  return std::vector<float>(data, data + host.numel());
-}
-
-// HF's rotary table for `head_dim`: cos in the first half of a row, sin in the second.
-std::vector<float> rotary_table(int max_positions, int head_dim) {
-  const int half = head_dim / 2;
-  std::vector<float> table(static_cast<size_t>(max_positions) * head_dim);
-  for (int p = 0; p < max_positions; ++p) {
-    for (int i = 0; i < half; ++i) {
-      const double angle = p / std::pow(10000.0, 2.0 * i / head_dim);
-      table[static_cast<size_t>(p) * head_dim + i] = static_cast<float>(std::cos(angle));
-      table[static_cast<size_t>(p) * head_dim + half + i] = static_cast<float>(std::sin(angle));
-    }
-  }
-  return table;
-}
-
 class CudaOpsTest : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {

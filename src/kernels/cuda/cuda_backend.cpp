@@ -269,8 +269,9 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& weight, Tensor out)
   const int64_t vocab = weight.size(0);
   const int64_t hidden = weight.size(1);
   check_rows(out, "embedding out", dtype_, {tokens, hidden});
-  cuda::embedding(dtype_, ids.data_as<int32_t>(), tokens, weight.data(), vocab, hidden, out.data(),
-                  out.stride(0), stream());
+  // An embedding lookup is a row gather from the weight (an id outside it gets a zero row).
+  cuda::gather_rows(dtype_, weight.data(), hidden, vocab, ids.data_as<int32_t>(), tokens, hidden,
+                    out.data(), out.stride(0), stream());
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out) {

@@ -13,11 +13,6 @@
 
 namespace nanovllm::cuda {
 
-// out[t, :] = weight[ids[t], :]. weight [vocab, hidden] contiguous; out [tokens, hidden] rows
-// out_stride apart. An id outside [0, vocab) writes a zero row (the engine validates ids).
-void embedding(DType dtype, const int32_t* ids, int64_t tokens, const void* weight, int64_t vocab,
-               int64_t hidden, void* out, int64_t out_stride, cudaStream_t stream);
-
 // out = weight * round(x * rsqrt(mean(x^2) + eps)) per row, rounding to dtype as HF's Qwen3
 // RMSNorm does. x, out [rows, hidden] (out may be x); weight [hidden].
 void rms_norm(DType dtype, const void* x, int64_t x_stride, const void* weight, float eps,
@@ -78,8 +73,9 @@ void store_kv(const StoreKvArgs& args, cudaStream_t stream);
 void silu_mul(DType dtype, const void* gate_up, int64_t gate_up_stride, int64_t rows, int64_t width,
               void* out, int64_t out_stride, cudaStream_t stream);
 
-// out[i, :] = x[indices[i], :]. x [x_rows, width]; out [count, width]. An index outside
-// [0, x_rows) writes a zero row (the engine never passes one).
+// out[i, :] = x[indices[i], :] (also the embedding lookup, x being the weight).
+// x [x_rows, width]; out [count, width]. An index outside [0, x_rows) writes a zero row (the
+// engine validates token ids and never passes a bad index).
 void gather_rows(DType dtype, const void* x, int64_t x_stride, int64_t x_rows,
                  const int32_t* indices, int64_t count, int64_t width, void* out,
                  int64_t out_stride, cudaStream_t stream);

@@ -1,4 +1,5 @@
-// Row gather (the last token of each sequence before the LM head): one block per output row.
+// Row gather (embedding lookup, and the last token of each sequence before the LM head): one
+// block per output row.
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise_ops.h"
 #include "kernels/cuda/vec.cuh"
