@@ -297,9 +297,9 @@ void ModelRunner::sample(const ScheduledBatch& batch, const Tensor& logits,
     SampleResult result;
     result.token_id = host_tokens_[row];
     if (result.token_id < 0) {
-      throw Error(fmt::format("sampler: every logit of request {} is NaN", entry.seq->id));
-    }
-    if (const std::optional<int>& wanted = entry.seq->params.logprobs) {
+      // This request fails; the rest of the batch keeps its tokens.
+      result.error = "sampler: every logit is NaN";
+    } else if (const std::optional<int>& wanted = entry.seq->params.logprobs) {
       PositionLogprobs position;
       position.token_id = result.token_id;
       position.logprob = host_logprobs_[row];

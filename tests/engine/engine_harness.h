@@ -5,6 +5,8 @@
 
 #include <memory>
 #include <random>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "engine/llm_engine.h"
@@ -13,6 +15,20 @@
 namespace nanovllm::testing {
 
 inline const std::vector<int> kEosTokenIds = {0};
+
+// Token t decodes to one letter; the prompt is ignored.
+inline std::string letter_of(int token_id) {
+  return std::string(1, static_cast<char>('a' + token_id % 26));
+}
+
+class LetterDecoder final : public TokenTextDecoder {
+ public:
+  std::string push(int token_id) override { return letter_of(token_id); }
+};
+
+inline TokenTextDecoderFactory letter_decoders() {
+  return [](std::span<const int>) { return std::make_unique<LetterDecoder>(); };
+}
 
 struct EngineSetup {
   int num_blocks = 1024;  // 4096 tokens: max_model_len fits
