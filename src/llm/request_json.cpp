@@ -1,5 +1,6 @@
 #include "llm/request_json.h"
 
+#include <limits>
 #include <set>
 
 #include "core/check.h"
@@ -18,12 +19,22 @@ const std::set<std::string>& known_fields() {
   return fields;
 }
 
+// An integer JSON value that T holds as it is (get<T>() would silently wrap it).
+template <typename T>
+bool is_integer_of(const nlohmann::ordered_json& value) {
+  if (value.is_number_unsigned()) {
+    return value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  }
+  return value.is_number_integer() && value.get<int64_t>() >= std::numeric_limits<T>::min() &&
+         value.get<int64_t>() <= std::numeric_limits<T>::max();
+}
+
 template <typename T>
 T field_as(const nlohmann::ordered_json& request, const char* name, const char* expected) {
   const nlohmann::ordered_json& value = request.at(name);
   const bool ok = [&] {
     if constexpr (std::is_same_v<T, bool>) return value.is_boolean();
-    if constexpr (std::is_integral_v<T>) return value.is_number_integer();
+    if constexpr (std::is_integral_v<T>) return is_integer_of<T>(value);
     if constexpr (std::is_floating_point_v<T>) return value.is_number();
     if constexpr (std::is_same_v<T, std::string>) return value.is_string();
     return true;
@@ -37,8 +48,7 @@ std::vector<int> int_list(const nlohmann::ordered_json& value, const char* name)
   std::vector<int> ids;
   ids.reserve(value.size());
   for (const auto& item : value) {
-    if (!item.is_number_integer() || item.get<int64_t>() < INT32_MIN ||
-        item.get<int64_t>() > INT32_MAX) {
+    if (!is_integer_of<int>(item)) {
       throw Error(fmt::format("'{}' must be a list of integers, found {}", name, item.dump()));
     }
     ids.push_back(item.get<int>());
@@ -102,12 +112,12 @@ Request parse_request_line(const std::string& line, const SamplingParams& defaul
   Request parsed{parse_prompt(request), defaults, {}};
   SamplingParams& params = parsed.params;
   if (request.contains("max_tokens")) {
-    params.max_tokens = field_as<int>(request, "max_tokens", "an integer");
+    params.max_tokens = field_as<int>(request, "max_tokens", "a 32-bit integer");
   }
   if (request.contains("temperature")) {
     params.temperature = field_as<float>(request, "temperature", "a number");
   }
-  if (request.contains("top_k")) params.top_k = field_as<int>(request, "top_k", "an integer");
+  if (request.contains("top_k")) params.top_k = field_as<int>(request, "top_k", "a 32-bit integer");
   if (request.contains("top_p")) params.top_p = field_as<float>(request, "top_p", "a number");
   if (request.contains("ignore_eos")) {
     params.ignore_eos = field_as<bool>(request, "ignore_eos", "true or false");
@@ -121,7 +131,7 @@ Request parse_request_line(const std::string& line, const SamplingParams& defaul
     params.stop_token_ids = int_list(request["stop_token_ids"], "stop_token_ids");
   }
   if (request.contains("logprobs")) {
-    params.logprobs = field_as<int>(request, "logprobs", "an integer");
+    params.logprobs = field_as<int>(request, "logprobs", "a 32-bit integer");
   }
   params.validate();
   return parsed;
