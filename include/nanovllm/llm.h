@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,17 @@ struct Request {
   std::string error;  // when set, the request fails with this message without running
 };
 
+// Optional callbacks for one generate() call; both run on the calling thread.
+struct GenerateHooks {
+  // Called once per request as soon as its output is final (finished, rejected or failed), in
+  // completion order; `index` is the request's position in the input.
+  std::function<void(size_t index, const RequestOutput& output)> on_output;
+  // Polled between engine steps; returning a non-empty reason stops generate(): every unfinished
+  // request comes back with `error` set to that reason (and goes through on_output), all of their
+  // KV blocks are freed, and the LLM stays usable for the next generate().
+  std::function<std::string()> should_stop;
+};
+
 class LLM {
  public:
   // Loads config, weights and (when the directory has tokenizer.json) the tokenizer.
@@ -52,9 +64,11 @@ class LLM {
 
   // Runs every request to completion; outputs are in input order. A request that cannot run
   // (its `error` already set, or a prompt that cannot be encoded, or one the engine rejects)
-  // comes back with `error` set; the others are unaffected.
+  // or that fails while it runs (its sampling, detokenization or KV blocks) comes back with
+  // `error` set; the others are unaffected. A failure of the engine as a whole (the device,
+  // memory for a batch) gives every unfinished request an error naming it.
   std::vector<RequestOutput> generate(const std::vector<Request>& requests,
-                                      bool use_progress = true);
+                                      bool use_progress = true, const GenerateHooks& hooks = {});
 
   // What the last generate() did (all zeros when it ran no request).
   const GenerateStats& last_generate_stats() const;
