@@ -23,29 +23,20 @@ using namespace nanovllm::testing;
 
 enum class FaultKind { kDecoderThrows, kNanLogits, kAllocationRefused };
 
-const char* fault_name(FaultKind kind) {
-  switch (kind) {
-    case FaultKind::kDecoderThrows:
-      return "decoder throws";
-    case FaultKind::kNanLogits:
-      return "NaN logits";
-    case FaultKind::kAllocationRefused:
-      return "allocation refused";
-  }
-  return "";
-}
+struct FaultKindInfo {
+  const char* name;
+  const char* message;  // what the failed request's error must mention
+};
 
-// What the failed request's error must mention.
-const char* fault_message(FaultKind kind) {
-  switch (kind) {
-    case FaultKind::kDecoderThrows:
-      return "injected decoder fault";
-    case FaultKind::kNanLogits:
-      return "NaN";
-    case FaultKind::kAllocationRefused:
-      return "KV cache allocation failed: injected allocation fault";
-  }
-  return "";
+// Indexed by FaultKind.
+constexpr FaultKindInfo kFaultKinds[] = {
+    {"decoder throws", "injected decoder fault"},
+    {"NaN logits", "NaN"},
+    {"allocation refused", "KV cache allocation failed: injected allocation fault"},
+};
+
+const FaultKindInfo& info(FaultKind kind) {
+  return kFaultKinds[static_cast<int>(kind)];
 }
 
 // The victim's `trigger`-th event of its kind (decoded token, sampled row, block allocation)
@@ -163,13 +154,8 @@ TEST_P(FaultInjection, FaultedRequestsFailAloneAndTheOthersAreUnchanged) {
   const auto uniform = [&gen](int lo, int hi) {
     return std::uniform_int_distribution<int>(lo, hi)(gen);
   };
-  EngineSetup setup;
-  setup.block_size = std::vector<int>{1, 2, 4, 8}[uniform(0, 3)];
   // Small pools: preemption and recomputation around the faults.
-  setup.num_blocks = uniform(40, 120) / setup.block_size + 2;
-  setup.max_num_batched_tokens = uniform(4, 64);
-  setup.max_num_seqs = uniform(1, 24);
-  setup.prefix_caching = uniform(0, 4) != 0;
+  const EngineSetup setup = random_small_setup(gen);
   const Workload workload = make_workload(seed * 7919 + 5, 60, setup.vocab_size, 30, 30, 30);
   const uint64_t arrival_seed = gen();
 
@@ -200,12 +186,12 @@ TEST_P(FaultInjection, FaultedRequestsFailAloneAndTheOthersAreUnchanged) {
   const RunResult faulty = run_with_faults(setup, workload, arrival_seed, plan);
   std::vector<bool> is_victim(workload.prompts.size(), false);
   for (const Fault& fault : faults) {
-    SCOPED_TRACE(::testing::Message() << "request " << fault.victim << ": "
-                                      << fault_name(fault.kind) << " at event " << fault.trigger);
+    SCOPED_TRACE(::testing::Message() << "request " << fault.victim << ": " << info(fault.kind).name
+                                      << " at event " << fault.trigger);
     is_victim[fault.victim] = true;
     const RequestOutput& output = faulty.outputs[fault.victim];
     EXPECT_EQ(output.request_id, static_cast<int64_t>(fault.victim));
-    EXPECT_NE(output.error.find(fault_message(fault.kind)), std::string::npos) << output.error;
+    EXPECT_NE(output.error.find(info(fault.kind).message), std::string::npos) << output.error;
     EXPECT_TRUE(output.finish_reason.empty());
   }
   for (size_t i = 0; i < workload.prompts.size(); ++i) {
