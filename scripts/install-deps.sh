@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing nanovllm needs on Debian/Ubuntu: compilers and libraries
-# from apt, and the Python packages the reference tests compare against in .venv/.
+# from apt (clang, its sanitizer and libFuzzer runtimes and llvm-symbolizer for the sanitizer and
+# fuzzing build), and the Python packages the reference tests compare against in .venv/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +12,8 @@ $SUDO apt-get update -qq
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config git \
   nlohmann-json3-dev libxxhash-dev libfmt-dev libcli11-dev libpcre2-dev libutf8proc-dev \
-  libgtest-dev libgmock-dev python3 python3-venv python3-pip >/dev/null
+  libgtest-dev libgmock-dev python3 python3-venv python3-pip \
+  clang libclang-rt-dev llvm >/dev/null
 
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/python -m pip install -q --upgrade pip
