@@ -25,4 +25,14 @@ void runtime_fail(const std::string& message) {
   throw RuntimeFailure(message);
 }
 
+void check_built_size(uint64_t size, uint64_t count) {
+  uint64_t total = 0;
+  if (__builtin_mul_overflow(size, count, &total) || total > kMaxBuiltSize) {
+    runtime_fail(
+        fmt::format("the result would hold {} x {} bytes or items, more than the {} a "
+                    "template may build",
+                    count, size, kMaxBuiltSize));
+  }
+}
+
 }  // namespace nanovllm::jinja

@@ -2,6 +2,7 @@
 // both carrying the template position they come from.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "core/check.h"
@@ -39,5 +40,11 @@ class RuntimeFailure : public Error {
 
 // Throws RuntimeFailure with a formatted message.
 [[noreturn]] void runtime_fail(const std::string& message);
+
+// The largest string (bytes) or list (items) one operation may build: far beyond any prompt, so
+// that `'x' * 10**12` or `center(10**12)` fails cleanly instead of exhausting memory.
+inline constexpr uint64_t kMaxBuiltSize = uint64_t{1} << 26;
+// Throws RuntimeFailure when `count` pieces of `size` each would exceed kMaxBuiltSize.
+void check_built_size(uint64_t size, uint64_t count = 1);
 
 }  // namespace nanovllm::jinja

@@ -1,5 +1,7 @@
 #include "jinja/evaluator.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <optional>
 
@@ -86,6 +88,26 @@ Evaluator::~Evaluator() {
   }
 }
 
+void Evaluator::count_step() {
+  if (++steps_ > kMaxSteps) {
+    runtime_fail(
+        fmt::format("the template ran more than {} loop iterations and macro calls", kMaxSteps));
+  }
+}
+
+void Evaluator::count_produced(uint64_t size) {
+  bytes_produced_ += size;
+  if (bytes_produced_ > kMaxBytesProduced) {
+    runtime_fail(fmt::format("the template produced more than {} bytes of strings and list items",
+                             kMaxBytesProduced));
+  }
+}
+
+void Evaluator::count_produced(const Value& value) {
+  if (value.is_string()) count_produced(value.str().size());
+  if (value.is_list()) count_produced(value.items().size());
+}
+
 std::string Evaluator::render(const ParsedTemplate& tmpl) {
   frame_ = enter_scope(tmpl.scope, nullptr);
   std::string out;
@@ -133,6 +155,7 @@ Evaluator::Flow Evaluator::exec(const Stmt& s, std::string& out) {
   try {
     switch (s.type) {
       case StmtType::Data:
+        count_produced(s.text.size());
         out += s.text;
         return Flow::Normal;
       case StmtType::Print:
@@ -196,6 +219,7 @@ Evaluator::Flow Evaluator::exec_for(const Stmt& s, std::string& out) {
   if (s.test) {
     ValueList kept;
     for (const Value& item : items) {
+      count_step();
       auto frame = enter_scope(s.test_scope, frame_);
       assign(s.target, item, *frame);
       FrameScope scope(frame_, frame);
@@ -208,6 +232,7 @@ Evaluator::Flow Evaluator::exec_for(const Stmt& s, std::string& out) {
     return exec_body(s.else_body, out);  // a break there belongs to an outer loop
   }
   for (size_t i = 0; i < items.size(); ++i) {
+    count_step();
     auto frame = enter_scope(s.scope, frame_);
     assign(s.target, items[i], *frame);
     Value cycle = Value::callable("loop.cycle", [i](Evaluator&, CallArgs& args) -> Value {
@@ -357,6 +382,7 @@ Value Evaluator::invoke_macro(const MacroDef& def, const std::shared_ptr<Frame>&
   if (macro_depth_ >= kMaxMacroDepth) {
     runtime_fail("maximum macro recursion depth exceeded in '" + def.name + "'");
   }
+  count_step();
   ++macro_depth_;
   struct DepthRestore {
     int& depth;
@@ -446,7 +472,9 @@ Value Evaluator::eval_compare(const Expr& e) {
 
 Value Evaluator::eval(const Expr& e) {
   try {
-    return eval_inner(e);
+    Value value = eval_inner(e);
+    count_produced(value);
+    return value;
   } catch (const RuntimeFailure& f) {
     rethrow_at(f, e.line, e.column);
   }
@@ -513,7 +541,10 @@ Value Evaluator::eval_inner(const Expr& e) {
       return binary_op(e.name, eval(*e.a), eval(*e.b));
     case ExprType::Concat: {
       std::string out;
-      for (const auto& item : e.items) out += python_str(eval(*item));
+      for (const auto& item : e.items) {
+        out += python_str(eval(*item));
+        check_built_size(out.size());
+      }
       return Value(std::move(out));
     }
     case ExprType::Compare:

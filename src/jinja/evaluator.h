@@ -3,6 +3,7 @@
 // innermost one).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -68,9 +69,22 @@ class Evaluator {
   static std::vector<bool> bind_macro_arguments(const MacroDef& def, const CallArgs& args,
                                                 Frame& frame);
 
+  // One render's work is bounded far beyond what a chat template needs, so that a runaway
+  // template (nested loops, exponential macros, strings doubled in a loop) fails cleanly instead
+  // of running for hours or exhausting memory.
+  static constexpr int64_t kMaxSteps = 250'000;                     // loop iterations, macro calls
+  static constexpr uint64_t kMaxBytesProduced = uint64_t{1} << 28;  // see count_produced
+  void count_step();
+  // Adds what rendering produced (template text written, or a string or list an expression
+  // evaluated to) to the budget.
+  void count_produced(uint64_t size);
+  void count_produced(const Value& value);
+
   Value context_;
   std::shared_ptr<Frame> frame_;
   int macro_depth_ = 0;
+  int64_t steps_ = 0;
+  uint64_t bytes_produced_ = 0;
   // Reference cycles the render may have made, cut when it ends: a macro refers to the frame
   // it is defined in, which holds it, and a namespace may be given attributes that lead back to
   // it. Nothing else can close a cycle (values are immutable; `set` writes only the frame

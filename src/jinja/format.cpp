@@ -50,8 +50,20 @@ struct Spec {
 std::string pad(std::string s, const Spec& spec) {
   size_t len = codepoint_count(s);
   if (spec.width < 0 || len >= static_cast<size_t>(spec.width)) return s;
+  check_built_size(s.size() + static_cast<size_t>(spec.width));
   std::string fill(static_cast<size_t>(spec.width) - len, ' ');
   return spec.flags.find('-') != std::string::npos ? s + fill : fill + s;
+}
+
+// printf of one value, however long the result (widths and precisions are bounded by
+// check_built_size when they are read).
+template <typename T>
+std::string c_format(const std::string& cfmt, T value) {
+  const int size = std::snprintf(nullptr, 0, cfmt.c_str(), value);
+  if (size < 0) runtime_fail("cannot format " + cfmt);
+  std::string out(static_cast<size_t>(size), '\0');
+  std::snprintf(out.data(), out.size() + 1, cfmt.c_str(), value);
+  return out;
 }
 
 std::string format_number(const Value& v, const Spec& spec) {
@@ -66,23 +78,24 @@ std::string format_number(const Value& v, const Spec& spec) {
         integer_conv && conv != 'd' && conv != 'i' && conv != 'u' ? "integer" : "real number",
         v.type_name()));
   }
-  char buf[512];
   if (integer_conv) {
     if (v.is_float() && conv != 'd' && conv != 'i' && conv != 'u') {
       runtime_fail(fmt::format("%{} format: an integer is required, not float", conv));
     }
     if (v.is_float() && !std::isfinite(v.as_double()))
       runtime_fail("cannot convert float infinity or NaN to integer");
+    // Integers here are 64-bit (as everywhere in this engine); larger floats do not convert.
+    if (v.is_float() && std::fabs(std::trunc(v.as_double())) >= 0x1p63) {
+      runtime_fail("integers beyond 64 bits are not supported");
+    }
     long long n = v.is_float() ? static_cast<long long>(std::trunc(v.as_double())) : v.as_int();
     if (spec.precision >= 0) cfmt += fmt::format(".{}", spec.precision);
     cfmt += conv == 'i' || conv == 'u' ? std::string("lld") : std::string("ll") + conv;
-    std::snprintf(buf, sizeof(buf), cfmt.c_str(), n);
-    return buf;
+    return c_format(cfmt, n);
   }
   cfmt += fmt::format(".{}", spec.precision >= 0 ? spec.precision : 6);
   cfmt += conv;
-  std::snprintf(buf, sizeof(buf), cfmt.c_str(), v.as_double());
-  return buf;
+  return c_format(cfmt, v.as_double());
 }
 
 std::string convert(const Value& v, const Spec& spec, bool escape_args) {
@@ -174,6 +187,7 @@ std::string percent_format(const std::string& fmt_str, const Value& args, bool e
         *target = 0;
         while (i < fmt_str.size() && std::isdigit(static_cast<unsigned char>(fmt_str[i]))) {
           *target = *target * 10 + (fmt_str[i++] - '0');
+          check_built_size(static_cast<uint64_t>(*target));  // also keeps it within int
         }
       }
     };

@@ -122,6 +122,7 @@ class Dumper {
  private:
   void newline(int depth) {
     if (!opt_.indent) return;
+    check_built_size(out_.size() + 1 + opt_.indent->size() * static_cast<size_t>(depth));
     out_ += '\n';
     for (int i = 0; i < depth; ++i) out_ += *opt_.indent;
   }

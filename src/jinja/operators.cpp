@@ -95,6 +95,10 @@ Value int_pow(int64_t base, int64_t exp) {
 }
 
 Value repeat(const Value& seq, int64_t times) {
+  if (times > 0) {
+    check_built_size(seq.is_string() ? seq.str().size() : seq.items().size(),
+                     static_cast<uint64_t>(times));
+  }
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < times; ++i) out += seq.str();

@@ -105,6 +105,7 @@ Value f_join(Evaluator&, const Value& v, CallArgs& args) {
     if (!first) out += sep;
     first = false;
     out += python_str(a.has(1) && !a.get(1).is_none() ? sort_key(item, a.get(1), true) : item);
+    check_built_size(out.size());
   }
   return Value(std::move(out));
 }

@@ -87,7 +87,9 @@ Value f_indent(Evaluator&, const Value& v, CallArgs& args) {
   if (width.is_string()) {
     indention = width.str();
   } else if (width.is_int() || width.is_bool()) {
-    indention = std::string(static_cast<size_t>(std::max<int64_t>(0, width.as_int())), ' ');
+    const int64_t spaces = std::max<int64_t>(0, width.as_int());
+    check_built_size(static_cast<uint64_t>(spaces));
+    indention = std::string(static_cast<size_t>(spaces), ' ');
   } else {
     runtime_fail("indent(): width must be an integer or a string");
   }
@@ -99,6 +101,7 @@ Value f_indent(Evaluator&, const Value& v, CallArgs& args) {
   }
   std::string s = python_str(v) + "\n";  // jinja2 appends a newline before splitting
   std::vector<std::string> lines = py_splitlines(s, false);
+  check_built_size(s.size() + indention.size() * lines.size());
   std::string rv;
   if (blank) {
     for (size_t i = 0; i < lines.size(); ++i) {
@@ -123,6 +126,7 @@ Value f_center(Evaluator&, const Value& v, CallArgs& args) {
   std::string s = python_str(v);
   int64_t len = static_cast<int64_t>(codepoint_count(s));
   if (width <= len) return like(v, s);
+  check_built_size(static_cast<uint64_t>(width));
   int64_t total = width - len;
   int64_t left = total / 2 + (total & width & 1);
   return like(v, std::string(static_cast<size_t>(left), ' ') + s +
@@ -301,7 +305,9 @@ Value f_tojson(Evaluator&, const Value& v, CallArgs& args) {
   if (indent.is_string()) {
     opt.indent = indent.str();
   } else if (indent.is_int() || indent.is_bool()) {
-    opt.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent.as_int())), ' ');
+    const int64_t spaces = std::max<int64_t>(0, indent.as_int());
+    check_built_size(static_cast<uint64_t>(spaces));
+    opt.indent = std::string(static_cast<size_t>(spaces), ' ');
   } else if (!indent.is_undefined() && !indent.is_none()) {
     runtime_fail("tojson(): indent must be an integer or a string");
   }

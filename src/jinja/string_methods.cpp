@@ -100,6 +100,7 @@ Value justify(const Value& self, const CallArgs& args, const char* name, int whe
     runtime_fail("The fill character must be exactly one character long");
   int64_t len = static_cast<int64_t>(codepoint_count(self.str()));
   if (width <= len) return self;
+  check_built_size(fill.size(), static_cast<uint64_t>(width));
   int64_t total = width - len;
   // Python's center puts the odd extra space on the left when the length is odd.
   int64_t left = where < 0 ? 0 : where > 0 ? total : total / 2 + (total & width & 1);
@@ -259,6 +260,7 @@ std::string join_strings(const ValueList& items, const std::string& separator) {
     }
     if (i) out += separator;
     out += items[i].str();
+    check_built_size(out.size());
   }
   return out;
 }

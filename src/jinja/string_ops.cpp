@@ -125,6 +125,7 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
         ++done;
       }
       utf8_append(out, c);
+      check_built_size(out.size());
     }
     if (count < 0 || done < count) out += with;
     return out;
@@ -136,6 +137,7 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
     if (at == std::string::npos) break;
     out.append(s, start, at - start);
     out += with;
+    check_built_size(out.size());
     start = at + old.size();
     ++done;
   }

@@ -69,6 +69,36 @@ TEST(JinjaErrors, RunawayNestingFailsInsteadOfOverflowingTheStack) {
             "maximum nesting depth exceeded while writing JSON");
 }
 
+// What a template can ask for is bounded (jinja2 would run out of memory or time instead):
+// each fails cleanly and quickly.
+TEST(JinjaErrors, RunawayWorkAndSizesFailCleanly) {
+  const auto message_of = [](const std::string& source) { return render_error(source).message(); };
+  const std::string too_large = "more than the 67108864 a template may build";
+  EXPECT_NE(message_of("{{ 'ab' * 10**12 }}").find(too_large), std::string::npos);
+  EXPECT_NE(message_of("{{ [1, 2] * 10**9 }}").find(too_large), std::string::npos);
+  EXPECT_NE(message_of("{{ 'x'|center(10**12) }}").find(too_large), std::string::npos);
+  EXPECT_NE(message_of("{{ 'x'.ljust(10**12, '*') }}").find(too_large), std::string::npos);
+  EXPECT_NE(message_of("{{ 'a\nb'|indent(10**12) }}").find(too_large), std::string::npos);
+  EXPECT_NE(message_of("{{ [1]|tojson(indent=10**12) }}").find(too_large), std::string::npos);
+  EXPECT_NE(message_of("{{ '%99999999999999999999d' % 1 }}").find(too_large), std::string::npos);
+  // Doubling a string in a loop, or writing text in nested loops, runs out of budget.
+  EXPECT_EQ(message_of("{% set ns = namespace(s='xy') %}{% for i in range(64) %}"
+                       "{% set ns.s = ns.s ~ ns.s %}{% endfor %}"),
+            "the template produced more than 268435456 bytes of strings and list items");
+  EXPECT_EQ(message_of("{% for i in range(100000) %}{% for j in range(100000) %}"
+                       "{% endfor %}{% endfor %}"),
+            "the template ran more than 250000 loop iterations and macro calls");
+  EXPECT_EQ(message_of("{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}"
+                       "{% endmacro %}{{ f(60) }}"),
+            "the template ran more than 250000 loop iterations and macro calls");
+  EXPECT_EQ(message_of("{% for i in range(100000) %}" + std::string(4000, 'x') + "{% endfor %}"),
+            "the template produced more than 268435456 bytes of strings and list items");
+  // Numbers: no silent truncation of wide fields, no undefined conversions.
+  EXPECT_EQ(render("{{ '%600d' % 5 }}"), std::string(599, ' ') + "5");
+  EXPECT_EQ(render("{{ '%.3f|%-6d|' % (1.5, 42) }}"), "1.500|42    |");
+  EXPECT_EQ(message_of("{{ '%d' % 1e300 }}"), "integers beyond 64 bits are not supported");
+}
+
 TEST(JinjaErrors, RuntimeErrorsCarryPositions) {
   TemplateError e = render_error("ok\n{{ 1 + 'a' }}");
   EXPECT_EQ(e.message(), "unsupported operand type(s) for +: 'int' and 'str'");
