@@ -105,13 +105,7 @@ Result bench_decode(int batch, int context, int num_sms, cudaStream_t stream, st
   return {batch, context, layers, us, bytes / (us * 1e-6) / 1e9};
 }
 
-int run() {
-  int device = 0;
-  NVLLM_CUDA_CHECK(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  NVLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  cudaStream_t stream;
-  NVLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+int run(cudaStream_t stream, const cudaDeviceProp& prop) {
   std::mt19937 rng(0);
 
   const double copy_gbps = copy_bandwidth(stream);
@@ -139,7 +133,6 @@ int run() {
     fmt::print("| {} | {} | {:.1f} | {:.0f} | {:.1f} |\n", r.batch, r.context, r.us, r.gbps,
                100.0 * r.gbps / copy_gbps);
   }
-  NVLLM_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
 }
 
@@ -147,10 +140,5 @@ int run() {
 }  // namespace nanovllm
 
 int main() {
-  try {
-    return nanovllm::run();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "attention_bench: %s\n", e.what());
-    return 1;
-  }
+  return nanovllm::bench::bench_main("attention_bench", nanovllm::run);
 }

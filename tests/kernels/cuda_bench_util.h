@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <random>
 #include <vector>
 
@@ -110,6 +112,26 @@ double time_graph_ms(cudaStream_t stream, Body body) {
   NVLLM_CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
   NVLLM_CUDA_CHECK(cudaGraphDestroy(graph));
   return ms;
+}
+
+// A benchmark's main(): body(stream, properties) on a fresh non-blocking stream of the current
+// device; an exception is reported under `name` with exit status 1.
+template <typename Body>
+int bench_main(const char* name, Body body) {
+  try {
+    int device = 0;
+    NVLLM_CUDA_CHECK(cudaGetDevice(&device));
+    cudaDeviceProp properties{};
+    NVLLM_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+    cudaStream_t stream;
+    NVLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const int status = body(stream, properties);
+    NVLLM_CUDA_CHECK(cudaStreamDestroy(stream));
+    return status;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    return 1;
+  }
 }
 
 }  // namespace nanovllm::bench

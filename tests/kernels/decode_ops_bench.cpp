@@ -147,13 +147,7 @@ std::vector<Row> bench_batch(int m, cudaStream_t stream, std::mt19937& rng) {
   return rows;
 }
 
-int run() {
-  int device = 0;
-  NVLLM_CUDA_CHECK(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  NVLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  cudaStream_t stream;
-  NVLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+int run(cudaStream_t stream, const cudaDeviceProp& prop) {
   std::mt19937 rng(0);
   const double copy_gbps = copy_bandwidth(stream);
   fmt::print("device: {} ({} SMs), device-to-device copy {:.0f} GB/s (read + write)\n", prop.name,
@@ -179,7 +173,6 @@ int run() {
     fmt::print("| weight-streaming floor, rows {} | | | | | {:.1f} |\n", m,
                weight_bytes / (copy_gbps * 1e9) * 1e6);
   }
-  NVLLM_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
 }
 
@@ -187,10 +180,5 @@ int run() {
 }  // namespace nanovllm
 
 int main() {
-  try {
-    return nanovllm::run();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "decode_ops_bench: %s\n", e.what());
-    return 1;
-  }
+  return nanovllm::bench::bench_main("decode_ops_bench", nanovllm::run);
 }
