@@ -58,6 +58,14 @@ class LLMEngine {
   // Ends every unfinished request: queued ones fail with `reason` and free their blocks;
   // rejected ones keep their own error. Returns their outputs.
   std::vector<RequestOutput> abort_all(const std::string& reason);
+  // Ends one unfinished request: a queued one fails with `reason` and frees its blocks; a
+  // rejected one keeps its own error. Returns its output, or nullopt for an id that is not
+  // unfinished (already returned, or never added).
+  std::optional<RequestOutput> abort_request(int64_t id, const std::string& reason);
+
+  // An unfinished request's sequence (its tokens and text so far), or nullptr when the id is
+  // not queued. Valid until the next step(), abort_request() or abort_all().
+  const Sequence* sequence(int64_t id) const;
 
   // Runs the prompts to completion and returns their outputs in input order. `params` holds
   // one entry for all prompts or one per prompt. The engine must be idle, and is idle again
