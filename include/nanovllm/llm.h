@@ -18,6 +18,7 @@
 namespace nanovllm {
 
 class Tokenizer;
+class LLMEngine;          // engine/llm_engine.h
 struct DeviceMemoryInfo;  // kernels/backend.h
 
 // One request's prompt: exactly one of the three forms.
@@ -83,6 +84,14 @@ class LLM {
   // Renders chat messages with the tokenizer's chat template (with add_generation_prompt).
   std::string apply_chat_template(const nlohmann::ordered_json& messages,
                                   const nlohmann::ordered_json& kwargs) const;
+  // The token ids generate() runs for `prompt`; throws Error when it cannot be encoded (no
+  // tokenizer or chat template, invalid UTF-8, a template error). Safe from many threads.
+  std::vector<int> prompt_token_ids(const Prompt& prompt) const;
+
+  // The step-level engine, for callers that drive requests themselves (a server's engine
+  // thread). Only one thread may use it at a time, and never during generate().
+  LLMEngine& engine();
+  const LLMEngine& engine() const;
 
  private:
   struct State;
