@@ -10,7 +10,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 $SUDO apt-get update -qq
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config git \
-  nlohmann-json3-dev libxxhash-dev libfmt-dev libcli11-dev libpcre2-dev libutf8proc-dev \
+  nlohmann-json3-dev libxxhash-dev libfmt-dev libcli11-dev libpcre2-dev libutf8proc-dev libboost-dev \
   libgtest-dev libgmock-dev python3 python3-venv python3-pip >/dev/null
 
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi

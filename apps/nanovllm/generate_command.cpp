@@ -4,8 +4,10 @@
 
 #include "core/check.h"
 #include "llm/request_json.h"
+#include "nanovllm/in_order_rows.h"
 #include "nanovllm/json_lines.h"
 #include "nanovllm/llm.h"
+#include "nanovllm/stop_signals.h"
 
 namespace nanovllm {
 
@@ -49,15 +51,27 @@ int run_generate(const GenerateOptions& options) {
   }
 
   LLM llm(options.model, config);
-  const std::vector<RequestOutput> outputs = llm.generate(requests, !options.no_progress);
-  int failed = 0;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    io.write(output_to_json(i, outputs[i]));
-    if (!outputs[i].ok()) ++failed;
-  }
-  if (failed > 0)
-    std::cerr << "nanovllm generate: " << failed << " of " << outputs.size()
+  // Each row goes out as soon as the rows before it have, so whatever cuts the run short, the
+  // finished rows are in the output and the others come back as error rows.
+  InOrderRows rows(io, requests.size());
+  size_t failed = 0;
+  GenerateHooks hooks;
+  hooks.on_output = [&](size_t index, const RequestOutput& output) {
+    if (!output.ok()) ++failed;
+    rows.add(index, output_to_json(index, output));
+  };
+  const StopSignals signals;
+  hooks.should_stop = [&signals] { return signals.reason(); };
+  llm.generate(requests, !options.no_progress, hooks);
+  NVLLM_CHECK_EQ(rows.written(), requests.size());
+  if (failed > 0) {
+    std::cerr << "nanovllm generate: " << failed << " of " << requests.size()
               << " requests failed\n";
+  }
+  if (signals.received() != 0) {
+    std::cerr << "nanovllm generate: " << signals.reason() << "\n";
+    return 128 + signals.received();
+  }
   return failed > 0 ? 1 : 0;
 }
 

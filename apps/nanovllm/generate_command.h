@@ -22,7 +22,8 @@ struct GenerateOptions {
 
 CLI::App* add_generate_command(CLI::App& app, GenerateOptions& options);
 
-// Returns the exit status: 0 when every request completed, 1 when any was rejected.
+// Returns the exit status: 0 when every request completed, 1 when any failed, 128 + the signal
+// when SIGINT or SIGTERM stopped the run (the unfinished requests then get error rows).
 int run_generate(const GenerateOptions& options);
 
 }  // namespace nanovllm

@@ -20,6 +20,7 @@ void JsonLinesIO::write(const nlohmann::ordered_json& row) {
   std::ostream& out = output_path_ == "-" ? std::cout : output_file_;
   out << row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   out.flush();
+  if (!out) throw Error(fmt::format("cannot write to output '{}'", output_path_));
 }
 
 }  // namespace nanovllm

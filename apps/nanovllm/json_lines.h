@@ -15,7 +15,8 @@ class JsonLinesIO {
   JsonLinesIO(const std::string& input_path, const std::string& output_path);
 
   std::istream& in() { return input_path_ == "-" ? std::cin : input_file_; }
-  // Writes one compact JSON object per line; invalid UTF-8 is replaced, never an exception.
+  // Writes and flushes one compact JSON object per line; invalid UTF-8 is replaced. Throws
+  // Error when the output cannot be written (e.g. a full disk).
   void write(const nlohmann::ordered_json& row);
 
  private:

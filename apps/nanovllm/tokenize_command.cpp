@@ -30,7 +30,11 @@ nlohmann::ordered_json tokenize_line(const std::string& line, const Tokenizer& t
     if (!ids.is_array()) throw Error("'ids' must be a list of integers");
     std::vector<int> values;
     for (const auto& id : ids) {
-      if (!id.is_number_integer()) throw Error("'ids' must be a list of integers");
+      // Ids past the vocabulary decode to nothing; negative or oversized ones are no ids at all.
+      if (!id.is_number_unsigned() || id.get<uint64_t>() > INT32_MAX) {
+        throw Error(
+            fmt::format("'ids' must be a list of non-negative integers, found {}", id.dump()));
+      }
       values.push_back(id.get<int>());
     }
     return {{"text", tokenizer.decode(values, skip_special_tokens)}};

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 namespace nanovllm {
 
 class Tokenizer;
+class LLMEngine;          // engine/llm_engine.h
 struct DeviceMemoryInfo;  // kernels/backend.h
 
 // One request's prompt: exactly one of the three forms.
@@ -41,6 +43,17 @@ struct Request {
   std::string error;  // when set, the request fails with this message without running
 };
 
+// Optional callbacks for one generate() call; both run on the calling thread.
+struct GenerateHooks {
+  // Called once per request as soon as its output is final (finished, rejected or failed), in
+  // completion order; `index` is the request's position in the input.
+  std::function<void(size_t index, const RequestOutput& output)> on_output;
+  // Polled between engine steps; returning a non-empty reason stops generate(): every unfinished
+  // request comes back with `error` set to that reason (and goes through on_output), all of their
+  // KV blocks are freed, and the LLM stays usable for the next generate().
+  std::function<std::string()> should_stop;
+};
+
 class LLM {
  public:
   // Loads config, weights and (when the directory has tokenizer.json) the tokenizer.
@@ -52,9 +65,11 @@ class LLM {
 
   // Runs every request to completion; outputs are in input order. A request that cannot run
   // (its `error` already set, or a prompt that cannot be encoded, or one the engine rejects)
-  // comes back with `error` set; the others are unaffected.
+  // or that fails while it runs (its sampling, detokenization or KV blocks) comes back with
+  // `error` set; the others are unaffected. A failure of the engine as a whole (the device,
+  // memory for a batch) gives every unfinished request an error naming it.
   std::vector<RequestOutput> generate(const std::vector<Request>& requests,
-                                      bool use_progress = true);
+                                      bool use_progress = true, const GenerateHooks& hooks = {});
 
   // What the last generate() did (all zeros when it ran no request).
   const GenerateStats& last_generate_stats() const;
@@ -69,6 +84,14 @@ class LLM {
   // Renders chat messages with the tokenizer's chat template (with add_generation_prompt).
   std::string apply_chat_template(const nlohmann::ordered_json& messages,
                                   const nlohmann::ordered_json& kwargs) const;
+  // The token ids generate() runs for `prompt`; throws Error when it cannot be encoded (no
+  // tokenizer or chat template, invalid UTF-8, a template error). Safe from many threads.
+  std::vector<int> prompt_token_ids(const Prompt& prompt) const;
+
+  // The step-level engine, for callers that drive requests themselves (a server's engine
+  // thread). Only one thread may use it at a time, and never during generate().
+  LLMEngine& engine();
+  const LLMEngine& engine() const;
 
  private:
   struct State;

@@ -75,14 +75,17 @@ void BlockManager::allocate(Sequence& seq) {
   NVLLM_CHECK_MSG(seq.block_table.empty(), "sequence {} already holds blocks", seq.id);
   NVLLM_CHECK_MSG(can_allocate(seq), "sequence {} needs {} blocks, {} free", seq.id,
                   num_blocks_to_allocate(seq), free_count_);
+  if (allocation_hook_) allocation_hook_(seq);
   const std::vector<int> hits = find_cached_prefix(seq);
+  const int total = seq.num_blocks(block_size_);
+  // Everything that may throw comes before the first block changes hands.
+  seq.block_table.reserve(total);
   for (int id : hits) {
     Block& block = blocks_[id];
     if (block.ref_count == 0) unlink_free(id);  // a freed block brought back, K/V intact
     ++block.ref_count;
     seq.block_table.push_back(id);
   }
-  const int total = seq.num_blocks(block_size_);
   while (static_cast<int>(seq.block_table.size()) < total) {
     seq.block_table.push_back(take_free_block());
   }
@@ -113,6 +116,8 @@ void BlockManager::may_append(Sequence& seq) {
   if (held == needed) return;
   NVLLM_CHECK_EQ(held + 1, needed);
   NVLLM_CHECK_GT(free_count_, 0);
+  if (allocation_hook_) allocation_hook_(seq);
+  seq.block_table.reserve(needed);  // so the push_back below cannot throw
   seq.block_table.push_back(take_free_block());
 }
 
@@ -128,14 +133,16 @@ void BlockManager::publish_computed_blocks(Sequence& seq) {
     std::optional<uint64_t> prefix;
     if (i > 0) prefix = blocks_[seq.block_table[i - 1]].hash;
     const std::span<const int> tokens = seq.block_tokens(i, block_size_);
-    block.hash = hash_fn_(tokens, prefix);
-    block.has_hash = true;
+    const uint64_t hash = hash_fn_(tokens, prefix);
+    // The steps that may throw come first; the block carries its hash only once it is listed.
     block.token_ids.assign(tokens.begin(), tokens.end());
     // Two sequences may have computed the same new block in one step: the first published
     // copy stays the findable one; the other keeps its hash only to chain its successors.
-    hash_to_block_.try_emplace(block.hash, block.id);
+    hash_to_block_.try_emplace(hash, block.id);
+    block.hash = hash;
+    block.has_hash = true;
+    seq.num_published_blocks = i + 1;
   }
-  seq.num_published_blocks = std::max(seq.num_published_blocks, full_blocks);
 }
 
 int BlockManager::take_free_block() {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -31,6 +32,10 @@ struct Block {
 // hash(token ids of a full block, hash of the block before it (none for the first block)).
 using BlockHashFn = uint64_t (*)(std::span<const int> token_ids, std::optional<uint64_t> prefix);
 
+// Called before blocks are handed to a sequence; what it throws is an allocation that sequence
+// cannot get. A seam for fault-injection tests: nothing is installed otherwise.
+using BlockAllocationHook = std::function<void(const Sequence& seq)>;
+
 class BlockManager {
  public:
   // `hash_fn` is replaceable so tests can force collisions.
@@ -47,7 +52,8 @@ class BlockManager {
   int num_blocks_to_allocate(const Sequence& seq) const;
   bool can_allocate(const Sequence& seq) const;
   // Gives `seq` (which holds no blocks) blocks for all its tokens, sharing cached prefix
-  // blocks; sets num_cached_tokens to the tokens found in the cache.
+  // blocks; sets num_cached_tokens to the tokens found in the cache. If it throws, nothing
+  // changed.
   void allocate(Sequence& seq);
   // Drops `seq`'s references; blocks nobody holds go back to the free list, still findable.
   // Resets the sequence's cached-token count: its K/V must be recomputed when it comes back.
@@ -55,10 +61,14 @@ class BlockManager {
 
   // Whether `seq` can get a slot for its last token (which has no K/V yet).
   bool can_append(const Sequence& seq) const;
+  // If it throws, nothing changed.
   void may_append(Sequence& seq);
 
-  // After a step wrote K/V for `seq` up to num_cached_tokens: publishes its full blocks.
+  // After a step wrote K/V for `seq` up to num_cached_tokens: publishes its full blocks. If it
+  // throws, the blocks published so far stay consistent.
   void publish_computed_blocks(Sequence& seq);
+
+  void set_allocation_hook(BlockAllocationHook hook) { allocation_hook_ = std::move(hook); }
 
   // Inspection, for tests and consistency checks.
   const Block& block(int id) const { return blocks_.at(id); }
@@ -82,6 +92,7 @@ class BlockManager {
   int block_size_;
   bool enable_prefix_caching_;
   BlockHashFn hash_fn_;
+  BlockAllocationHook allocation_hook_;
   std::vector<Block> blocks_;
   std::unordered_map<uint64_t, int> hash_to_block_;
   // Free list as an intrusive doubly linked list over block ids (O(1) removal of a cached

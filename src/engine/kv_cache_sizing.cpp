@@ -4,14 +4,40 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/check.h"
 
 namespace nanovllm {
 
+namespace {
+
+size_t checked_product(std::initializer_list<size_t> factors, const KVCacheShape& shape) {
+  size_t product = 1;
+  for (const size_t factor : factors) {
+    if (__builtin_mul_overflow(product, factor, &product)) {
+      throw Error(fmt::format(
+          "KV cache: {} layers x {} kv heads x head_dim {} x block size {} is too large to "
+          "address",
+          shape.num_layers, shape.num_kv_heads, shape.head_dim, shape.block_size));
+    }
+  }
+  return product;
+}
+
+}  // namespace
+
 size_t KVCacheShape::bytes_per_block() const {
   NVLLM_CHECK(num_layers > 0 && num_kv_heads > 0 && head_dim > 0 && block_size > 0);
-  return size_t{2} * num_layers * block_size * num_kv_heads * head_dim * dtype_size(dtype);
+  return checked_product(
+      {2, static_cast<size_t>(num_layers), static_cast<size_t>(block_size),
+       static_cast<size_t>(num_kv_heads), static_cast<size_t>(head_dim), dtype_size(dtype)},
+      *this);
+}
+
+size_t KVCacheShape::bytes_for_blocks(int num_blocks) const {
+  NVLLM_CHECK_GT(num_blocks, 0);
+  return checked_product({bytes_per_block(), static_cast<size_t>(num_blocks)}, *this);
 }
 
 int cpu_num_kvcache_blocks(const KVCacheShape& shape, size_t budget_bytes,

@@ -14,8 +14,10 @@ struct KVCacheShape {
   int block_size = 0;
   DType dtype = DType::kBF16;
 
-  // K and V of every layer for block_size tokens.
+  // K and V of every layer for block_size tokens. Throws Error when that overflows size_t.
   size_t bytes_per_block() const;
+  // bytes_per_block() * num_blocks, with the same check.
+  size_t bytes_for_blocks(int num_blocks) const;
 };
 
 // Default host-memory budget for the KV cache on CPU, as vLLM's CPU backend (4 GiB).

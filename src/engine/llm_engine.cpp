@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <exception>
+#include <utility>
 
 #include "core/check.h"
 #include "core/logging.h"
@@ -87,7 +90,7 @@ int64_t LLMEngine::add_request(std::vector<int> prompt_token_ids, const Sampling
     output.prompt_token_ids = std::move(prompt_token_ids);
     output.error = std::move(*problem);
     NVLLM_LOG_DEBUG("request {} rejected: {}", id, output.error);
-    rejected_.push_back(std::move(output));
+    ready_.push_back(std::move(output));
     return id;
   }
   const uint64_t seed = params.seed ? *params.seed : rng_();
@@ -108,36 +111,72 @@ RequestOutput LLMEngine::take_output(Sequence& seq) {
   output.text = std::move(seq.text);
   output.finish_reason = std::move(seq.finish_reason);
   if (seq.params.logprobs) output.logprobs = std::move(seq.logprobs);
+  output.error = std::move(seq.error);
   return output;
+}
+
+void LLMEngine::take_outputs(const std::vector<Sequence*>& seqs,
+                             std::vector<RequestOutput>& outputs) {
+  for (Sequence* seq : seqs) {
+    if (!seq->error.empty()) NVLLM_LOG_DEBUG("request {} failed: {}", seq->id, seq->error);
+    outputs.push_back(take_output(*seq));
+    sequences_.erase(seq->id);
+  }
 }
 
 StepResult LLMEngine::step() {
   StepResult result;
-  result.finished = std::move(rejected_);
-  rejected_.clear();
-  if (scheduler_->is_finished()) return result;
-
-  const ScheduledBatch& batch = scheduler_->schedule();
-  if (batch.empty()) {
+  if (!scheduler_->is_finished()) {
+    const ScheduledBatch& batch = scheduler_->schedule();
+    const std::vector<Sequence*> failed = scheduler_->take_failed();
+    take_outputs(failed, ready_);
     // A sequence that had to give up its blocks is back in `waiting` and gets them next step;
-    // twice in a row means nothing can ever run.
-    if (++consecutive_empty_steps_ > 1) throw Error("scheduler: no sequence can be scheduled");
-    return result;
+    // twice in a row with nothing run or failed means nothing can ever run.
+    consecutive_empty_steps_ = batch.empty() && failed.empty() ? consecutive_empty_steps_ + 1 : 0;
+    if (consecutive_empty_steps_ > 1) throw Error("scheduler: no sequence can be scheduled");
+    if (!batch.empty()) {
+      executor_->execute(batch, samples_);
+      result.device_wait_seconds = executor_->last_step_device_wait_seconds();
+      if (batch.is_prefill) {
+        result.num_prefill_tokens = batch.num_tokens();
+      } else {
+        result.num_decode_tokens = static_cast<int>(batch.seqs.size());
+      }
+      take_outputs(scheduler_->postprocess(batch, samples_), ready_);
+    }
   }
-  consecutive_empty_steps_ = 0;
-
-  executor_->execute(batch, samples_);
-  result.device_wait_seconds = executor_->last_step_device_wait_seconds();
-  if (batch.is_prefill) {
-    result.num_prefill_tokens = batch.num_tokens();
-  } else {
-    result.num_decode_tokens = static_cast<int>(batch.seqs.size());
-  }
-  for (Sequence* seq : scheduler_->postprocess(batch, samples_)) {
-    result.finished.push_back(take_output(*seq));
-    sequences_.erase(seq->id);
-  }
+  result.finished = std::exchange(ready_, {});
   return result;
+}
+
+std::vector<RequestOutput> LLMEngine::abort_all(const std::string& reason) {
+  std::vector<RequestOutput> outputs = std::exchange(ready_, {});
+  take_outputs(scheduler_->abort_all(reason), outputs);
+  NVLLM_CHECK_EQ(sequences_.size(), 0u);
+  return outputs;
+}
+
+std::optional<RequestOutput> LLMEngine::abort_request(int64_t id, const std::string& reason) {
+  const auto ready = std::find_if(ready_.begin(), ready_.end(), [id](const RequestOutput& output) {
+    return output.request_id == id;
+  });
+  if (ready != ready_.end()) {
+    RequestOutput output = std::move(*ready);
+    ready_.erase(ready);
+    return output;
+  }
+  const auto it = sequences_.find(id);
+  if (it == sequences_.end()) return std::nullopt;
+  Sequence* seq = it->second.get();
+  NVLLM_CHECK(scheduler_->abort(seq, reason));
+  std::vector<RequestOutput> outputs;
+  take_outputs({seq}, outputs);
+  return std::move(outputs.front());
+}
+
+const Sequence* LLMEngine::sequence(int64_t id) const {
+  const auto it = sequences_.find(id);
+  return it == sequences_.end() ? nullptr : it->second.get();
 }
 
 namespace {
@@ -168,37 +207,63 @@ std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::vector<int
 
 std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::vector<int>>& prompts,
                                                const std::vector<SamplingParams>& params,
-                                               bool use_progress) {
+                                               bool use_progress,
+                                               const GenerateCallbacks& callbacks) {
   if (!is_finished()) throw Error("generate() needs an idle engine, but requests are in flight");
   if (params.size() != 1 && params.size() != prompts.size()) {
     throw Error(fmt::format("generate(): {} sampling params for {} prompts (give 1 or {})",
                             params.size(), prompts.size(), prompts.size()));
   }
-  std::unordered_map<int64_t, size_t> index_of;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    index_of[add_request(prompts[i], params.size() == 1 ? params[0] : params[i])] = i;
-  }
   std::vector<RequestOutput> outputs(prompts.size());
-  ProgressLine progress(static_cast<int>(prompts.size()), use_progress);
+  try {
+    std::unordered_map<int64_t, size_t> index_of;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      index_of[add_request(prompts[i], params.size() == 1 ? params[0] : params[i])] = i;
+    }
+    run_to_completion(index_of, outputs, use_progress, callbacks);
+  } catch (...) {
+    abort_all("generate() was abandoned");  // the engine stays usable
+    throw;
+  }
+  return outputs;
+}
+
+void LLMEngine::run_to_completion(const std::unordered_map<int64_t, size_t>& index_of,
+                                  std::vector<RequestOutput>& outputs, bool use_progress,
+                                  const GenerateCallbacks& callbacks) {
+  ProgressLine progress(static_cast<int>(outputs.size()), use_progress);
   GenerateStats stats;
   const auto generate_start = std::chrono::steady_clock::now();
   while (!is_finished()) {
     const auto start = std::chrono::steady_clock::now();
-    StepResult result = step();
+    StepResult result;
+    const std::string stop_reason = callbacks.should_stop ? callbacks.should_stop() : "";
+    if (!stop_reason.empty()) {
+      result.finished = abort_all(stop_reason);
+    } else {
+      try {
+        result = step();
+      } catch (const std::exception& error) {
+        // Not one request's trouble: the step as a whole failed (device, memory for the batch).
+        NVLLM_LOG_ERROR("generate() stopped, the engine failed: {}", error.what());
+        result.finished = abort_all(fmt::format("the engine failed: {}", error.what()));
+      }
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     record_step(result, seconds, stats);
     progress.add_step(static_cast<int>(result.finished.size()), result.num_prefill_tokens,
                       result.num_decode_tokens, seconds);
     for (RequestOutput& output : result.finished) {
-      outputs[index_of.at(output.request_id)] = std::move(output);
+      const size_t index = index_of.at(output.request_id);
+      outputs[index] = std::move(output);
+      if (callbacks.on_output) callbacks.on_output(index, outputs[index]);
     }
   }
   progress.close();
   stats.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - generate_start).count();
   last_generate_stats_ = stats;
-  return outputs;
 }
 
 }  // namespace nanovllm

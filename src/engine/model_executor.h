@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/sequence.h"
@@ -40,6 +41,8 @@ struct ScheduledBatch {
 struct SampleResult {
   int token_id = 0;
   std::optional<PositionLogprobs> logprobs;  // when the sequence asked for logprobs
+  // Why this row has no token (e.g. every logit was NaN): that request fails, the others go on.
+  std::string error;
 };
 
 // The KV cache geometry and model limits the scheduler must respect.
@@ -58,7 +61,8 @@ class ModelExecutor {
 
   // Runs one step: writes the K/V of every scheduled token into the sequences' blocks and
   // samples (with each sequence's params and random stream) one token for every entry with
-  // `samples`, in batch order, into `samples_out` (cleared first).
+  // `samples`, in batch order, into `samples_out` (cleared first). A row that cannot be sampled
+  // gets SampleResult::error; an exception means the step as a whole failed.
   virtual void execute(const ScheduledBatch& batch, std::vector<SampleResult>& samples_out) = 0;
 
   // How long the last execute() blocked waiting for the device, so the engine can tell host time

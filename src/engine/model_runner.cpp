@@ -92,8 +92,7 @@ ModelRunner::ModelRunner(const EngineConfig& config, Backend& backend, Qwen3Mode
   host_tokens_.resize(max_seqs);
 
   limits_.num_kvcache_blocks = choose_num_kvcache_blocks(config);
-  kv_buffer_ = Buffer(static_cast<size_t>(limits_.num_kvcache_blocks) * kv_shape_.bytes_per_block(),
-                      backend.device());
+  kv_buffer_ = Buffer(kv_shape_.bytes_for_blocks(limits_.num_kvcache_blocks), backend.device());
   kv_cache_ = make_kv_views(kv_buffer_, limits_.num_kvcache_blocks);
   NVLLM_LOG_INFO("KV cache: {} blocks of {} tokens ({} tokens), {:.2f} GiB in {}",
                  limits_.num_kvcache_blocks, kv_shape_.block_size,
@@ -142,8 +141,7 @@ int ModelRunner::gpu_blocks_after_warmup(const EngineConfig& config) {
 
   backend_.reset_peak_memory();
   // A cache just large enough for the warm-up batch, released before sizing the real one.
-  Buffer warmup_kv(static_cast<size_t>(num_seqs) * seq_blocks * kv_shape_.bytes_per_block(),
-                   backend_.device());
+  Buffer warmup_kv(kv_shape_.bytes_for_blocks(num_seqs * seq_blocks), backend_.device());
   std::vector<LayerKVCache> warmup_cache = make_kv_views(warmup_kv, num_seqs * seq_blocks);
   std::vector<std::unique_ptr<Sequence>> seqs;
   ScheduledBatch batch;
@@ -299,9 +297,9 @@ void ModelRunner::sample(const ScheduledBatch& batch, const Tensor& logits,
     SampleResult result;
     result.token_id = host_tokens_[row];
     if (result.token_id < 0) {
-      throw Error(fmt::format("sampler: every logit of request {} is NaN", entry.seq->id));
-    }
-    if (const std::optional<int>& wanted = entry.seq->params.logprobs) {
+      // This request fails; the rest of the batch keeps its tokens.
+      result.error = "sampler: every logit is NaN";
+    } else if (const std::optional<int>& wanted = entry.seq->params.logprobs) {
       PositionLogprobs position;
       position.token_id = result.token_id;
       position.logprob = host_logprobs_[row];

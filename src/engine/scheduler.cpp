@@ -1,6 +1,8 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <exception>
+#include <utility>
 
 #include "core/check.h"
 
@@ -55,9 +57,17 @@ void Scheduler::schedule_prefill() {
     if (seq->block_table.empty()) {
       // Sequences admitted earlier in this loop are already in `running`.
       if (running_.size() >= static_cast<size_t>(max_num_seqs_)) break;
-      if (!block_manager_.can_allocate(*seq)) break;
-      block_manager_.allocate(*seq);
+      try {
+        if (!block_manager_.can_allocate(*seq)) break;
+        block_manager_.allocate(*seq);
+      } catch (const std::exception& error) {
+        waiting_.pop_front();
+        fail(*seq, fmt::format("KV cache allocation failed: {}", error.what()));
+        failed_.push_back(seq);
+        continue;
+      }
       stats_.num_prefix_hit_tokens += seq->num_cached_tokens;
+      stats_.num_prefix_query_tokens += seq->num_tokens();
     }
     const int remaining = seq->num_tokens() - seq->num_cached_tokens;
     NVLLM_CHECK_GT(remaining, 0);
@@ -93,7 +103,13 @@ void Scheduler::schedule_decode() {
       }
     }
     if (!has_slot) continue;
-    block_manager_.may_append(*seq);
+    try {
+      block_manager_.may_append(*seq);
+    } catch (const std::exception& error) {
+      fail(*seq, fmt::format("KV cache allocation failed: {}", error.what()));
+      failed_.push_back(seq);
+      continue;
+    }
     NVLLM_CHECK_EQ(seq->num_tokens() - seq->num_cached_tokens, 1);
     batch_.seqs.push_back({seq, 1, true});
   }
@@ -108,31 +124,79 @@ void Scheduler::preempt(Sequence* seq) {
   ++stats_.num_preemptions;
 }
 
+std::vector<Sequence*> Scheduler::take_failed() {
+  return std::exchange(failed_, {});
+}
+
+void Scheduler::fail(Sequence& seq, std::string reason) {
+  seq.error = std::move(reason);
+  seq.status = SequenceStatus::kFinished;
+  block_manager_.deallocate(seq);
+}
+
+std::vector<Sequence*> Scheduler::abort_all(const std::string& reason) {
+  std::vector<Sequence*> ended = take_failed();  // they keep their own error
+  const size_t first_queued = ended.size();
+  ended.insert(ended.end(), running_.begin(), running_.end());
+  ended.insert(ended.end(), waiting_.begin(), waiting_.end());
+  running_.clear();
+  waiting_.clear();
+  for (size_t i = first_queued; i < ended.size(); ++i) fail(*ended[i], reason);
+  return ended;
+}
+
+bool Scheduler::abort(Sequence* seq, const std::string& reason) {
+  if (std::erase(failed_, seq) > 0) return true;
+  for (std::deque<Sequence*>* queue : {&running_, &waiting_}) {
+    const auto it = std::find(queue->begin(), queue->end(), seq);
+    if (it == queue->end()) continue;
+    queue->erase(it);
+    fail(*seq, reason);
+    return true;
+  }
+  return false;
+}
+
+bool Scheduler::append_sample(Sequence& seq, const SampleResult& sample) {
+  if (!sample.error.empty()) throw Error(sample.error);
+  NVLLM_CHECK_EQ(seq.num_cached_tokens, seq.num_tokens());
+  return append_token_and_check_stop(seq, sample, stop_);
+}
+
 std::vector<Sequence*> Scheduler::postprocess(const ScheduledBatch& batch,
                                               const std::vector<SampleResult>& samples) {
   std::vector<Sequence*> finished;
+  bool any_failed = false;
   size_t next_sample = 0;
   for (const ScheduledSequence& entry : batch.seqs) {
     Sequence& seq = *entry.seq;
-    seq.num_cached_tokens += entry.num_new_tokens;
-    NVLLM_CHECK_LE(seq.num_cached_tokens, seq.num_tokens());
-    // Their K/V is written now, so the completed blocks may be shared from here on.
-    block_manager_.publish_computed_blocks(seq);
-    if (!entry.samples) continue;
-    NVLLM_CHECK_EQ(seq.num_cached_tokens, seq.num_tokens());
-    NVLLM_CHECK_MSG(next_sample < samples.size(), "{} samples for a batch sampling {}",
-                    samples.size(), batch.num_sampling());
-    if (append_token_and_check_stop(seq, samples[next_sample++], stop_)) {
+    const SampleResult* sample = nullptr;
+    if (entry.samples) {
+      NVLLM_CHECK_MSG(next_sample < samples.size(), "{} samples for a batch sampling {}",
+                      samples.size(), batch.num_sampling());
+      sample = &samples[next_sample++];
+    }
+    try {
+      seq.num_cached_tokens += entry.num_new_tokens;
+      NVLLM_CHECK_LE(seq.num_cached_tokens, seq.num_tokens());
+      // Their K/V is written now, so the completed blocks may be shared from here on.
+      block_manager_.publish_computed_blocks(seq);
+      if (sample == nullptr || !append_sample(seq, *sample)) continue;
       seq.status = SequenceStatus::kFinished;
       block_manager_.deallocate(seq);
-      finished.push_back(&seq);
+    } catch (const std::exception& error) {
+      fail(seq, error.what());
+      any_failed = true;
     }
+    finished.push_back(&seq);
   }
   NVLLM_CHECK_EQ(next_sample, samples.size());
-  if (!finished.empty()) {
-    std::erase_if(running_,
-                  [](const Sequence* seq) { return seq->status == SequenceStatus::kFinished; });
-  }
+  const auto is_finished = [](const Sequence* seq) {
+    return seq->status == SequenceStatus::kFinished;
+  };
+  if (!finished.empty()) std::erase_if(running_, is_finished);
+  // A prompt chunk that failed is still at the head of `waiting`.
+  if (any_failed) std::erase_if(waiting_, is_finished);
   return finished;
 }
 

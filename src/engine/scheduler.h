@@ -8,10 +8,15 @@
 // had the sequence at the tail of `running` is preempted: its blocks are freed and it goes to
 // the head of `waiting`, to be recomputed (from whatever the prefix cache still holds).
 // Prefill and decode are not mixed in one step, as in nano-vllm.
+//
+// Trouble with one sequence (an allocation it cannot get, a sample it cannot have, its
+// detokenizer or stop check throwing) fails that sequence alone: it ends with `error` set and its
+// blocks are freed, and the others go on.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <vector>
 
 #include "engine/block_manager.h"
@@ -33,8 +38,9 @@ struct SchedulerConfig {
 
 struct SchedulerStats {
   int64_t num_preemptions = 0;
-  int64_t num_prefix_hit_tokens = 0;  // prompt tokens found in the cache on admission
-  int64_t num_partial_prefills = 0;   // prefill entries that did not reach the end of a prompt
+  int64_t num_prefix_hit_tokens = 0;    // prompt tokens found in the cache on admission
+  int64_t num_prefix_query_tokens = 0;  // tokens looked up in the cache on admission
+  int64_t num_partial_prefills = 0;     // prefill entries that did not reach the end of a prompt
 };
 
 class Scheduler {
@@ -51,13 +57,28 @@ class Scheduler {
   bool is_finished() const { return waiting_.empty() && running_.empty(); }
 
   // The next step's batch (valid until the next call). Empty only when nothing can run.
+  // Sequences whose blocks could not be allocated fail; take_failed() returns them.
   const ScheduledBatch& schedule();
+  // The sequences that failed in schedule() since the last call.
+  std::vector<Sequence*> take_failed();
 
   // After `batch` ran: advances cached-token counts, publishes the blocks it completed, appends
   // the sampled tokens (one per entry with `samples`, in order) and finishes sequences that
-  // stop, freeing their blocks. Returns the finished sequences in batch order.
+  // stop, freeing their blocks. Returns the finished sequences in batch order, with those that
+  // failed on the way (their `error` set).
   std::vector<Sequence*> postprocess(const ScheduledBatch& batch,
                                      const std::vector<SampleResult>& samples);
+
+  // Fails every queued sequence with `reason` and frees its blocks; returns them.
+  std::vector<Sequence*> abort_all(const std::string& reason);
+  // Fails `seq` with `reason` and frees its blocks if it is queued (waiting or running), or if
+  // schedule() failed it and take_failed() has not returned it yet (it keeps its own error).
+  // Returns whether it was found.
+  bool abort(Sequence* seq, const std::string& reason);
+
+  void set_allocation_hook(BlockAllocationHook hook) {
+    block_manager_.set_allocation_hook(std::move(hook));
+  }
 
   const BlockManager& block_manager() const { return block_manager_; }
   const std::deque<Sequence*>& waiting() const { return waiting_; }
@@ -70,6 +91,10 @@ class Scheduler {
   void schedule_prefill();
   void schedule_decode();
   void preempt(Sequence* seq);
+  // Appends the sample of a sequence that reached its end; whether it finished.
+  bool append_sample(Sequence& seq, const SampleResult& sample);
+  // Ends `seq` (taken off the queues by the caller) with `reason` and frees its blocks.
+  void fail(Sequence& seq, std::string reason);
 
   int max_num_seqs_;
   int max_num_batched_tokens_;
@@ -78,6 +103,7 @@ class Scheduler {
   std::deque<Sequence*> waiting_;
   std::deque<Sequence*> running_;
   ScheduledBatch batch_;
+  std::vector<Sequence*> failed_;  // by schedule(), not yet taken
   SchedulerStats stats_;
 };
 

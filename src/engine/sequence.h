@@ -38,6 +38,7 @@ struct Sequence {
   std::string text;
   std::vector<PositionLogprobs> logprobs;
   std::string finish_reason;
+  std::string error;  // why the request failed; its output is then this error alone
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_completion_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "core/check.h"
+#include "llm/json_fields.h"
 
 namespace nanovllm {
 namespace {
@@ -16,46 +17,6 @@ const std::set<std::string>& known_fields() {
                                                "stop",       "stop_token_ids",
                                                "logprobs"};
   return fields;
-}
-
-template <typename T>
-T field_as(const nlohmann::ordered_json& request, const char* name, const char* expected) {
-  const nlohmann::ordered_json& value = request.at(name);
-  const bool ok = [&] {
-    if constexpr (std::is_same_v<T, bool>) return value.is_boolean();
-    if constexpr (std::is_integral_v<T>) return value.is_number_integer();
-    if constexpr (std::is_floating_point_v<T>) return value.is_number();
-    if constexpr (std::is_same_v<T, std::string>) return value.is_string();
-    return true;
-  }();
-  if (!ok) throw Error(fmt::format("'{}' must be {}, got {}", name, expected, value.dump()));
-  return value.get<T>();
-}
-
-std::vector<int> int_list(const nlohmann::ordered_json& value, const char* name) {
-  if (!value.is_array()) throw Error(fmt::format("'{}' must be a list of integers", name));
-  std::vector<int> ids;
-  ids.reserve(value.size());
-  for (const auto& item : value) {
-    if (!item.is_number_integer() || item.get<int64_t>() < INT32_MIN ||
-        item.get<int64_t>() > INT32_MAX) {
-      throw Error(fmt::format("'{}' must be a list of integers, found {}", name, item.dump()));
-    }
-    ids.push_back(item.get<int>());
-  }
-  return ids;
-}
-
-std::vector<std::string> string_list(const nlohmann::ordered_json& value, const char* name) {
-  if (value.is_string()) return {value.get<std::string>()};
-  if (!value.is_array())
-    throw Error(fmt::format("'{}' must be a string or a list of strings", name));
-  std::vector<std::string> strings;
-  for (const auto& item : value) {
-    if (!item.is_string()) throw Error(fmt::format("'{}' must be a list of strings", name));
-    strings.push_back(item.get<std::string>());
-  }
-  return strings;
 }
 
 Prompt parse_prompt(const nlohmann::ordered_json& request) {
@@ -102,12 +63,12 @@ Request parse_request_line(const std::string& line, const SamplingParams& defaul
   Request parsed{parse_prompt(request), defaults, {}};
   SamplingParams& params = parsed.params;
   if (request.contains("max_tokens")) {
-    params.max_tokens = field_as<int>(request, "max_tokens", "an integer");
+    params.max_tokens = field_as<int>(request, "max_tokens", "a 32-bit integer");
   }
   if (request.contains("temperature")) {
     params.temperature = field_as<float>(request, "temperature", "a number");
   }
-  if (request.contains("top_k")) params.top_k = field_as<int>(request, "top_k", "an integer");
+  if (request.contains("top_k")) params.top_k = field_as<int>(request, "top_k", "a 32-bit integer");
   if (request.contains("top_p")) params.top_p = field_as<float>(request, "top_p", "a number");
   if (request.contains("ignore_eos")) {
     params.ignore_eos = field_as<bool>(request, "ignore_eos", "true or false");
@@ -121,7 +82,7 @@ Request parse_request_line(const std::string& line, const SamplingParams& defaul
     params.stop_token_ids = int_list(request["stop_token_ids"], "stop_token_ids");
   }
   if (request.contains("logprobs")) {
-    params.logprobs = field_as<int>(request, "logprobs", "an integer");
+    params.logprobs = field_as<int>(request, "logprobs", "a 32-bit integer");
   }
   params.validate();
   return parsed;

@@ -21,8 +21,8 @@ class IncrementalDetokenizer {
   // outlive the Tokenizer object it was made from.
   explicit IncrementalDetokenizer(Tokenizer tokenizer, bool skip_special_tokens = false);
 
-  // Adds one token; returns the text that became final (possibly empty). Throws Error for
-  // an id the tokenizer has no token for, leaving the state unchanged.
+  // Adds one token; returns the text that became final (possibly empty). An id the tokenizer
+  // has no token for adds nothing, as in decode.
   std::string push(int id);
 
   // Ends the stream: returns the held-back bytes as U+FFFD (one per invalid subpart), or

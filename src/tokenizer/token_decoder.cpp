@@ -22,18 +22,11 @@ TokenDecoder::TokenDecoder(Kind kind, const std::vector<std::optional<std::strin
   }
 }
 
-void TokenDecoder::check_id(int id) const {
-  if (id < 0 || id >= id_limit()) {
-    throw Error(fmt::format("token id {} is out of range [0, {})", id, id_limit()));
-  }
-  if (!pieces_[id]) throw Error(fmt::format("token id {} has no token", id));
-}
-
 std::string TokenDecoder::decode(std::span<const int> ids, bool skip_special_tokens) const {
-  for (const int id : ids) check_id(id);
   std::string joined;
   bool first = true;
   for (const int id : ids) {
+    if (!has_token(id)) continue;
     if (skip_special_tokens && special_[id]) continue;
     if (kind_ == Kind::kJoinWithSpaces && !first) joined.push_back(' ');
     joined.append(*pieces_[id]);

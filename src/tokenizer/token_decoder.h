@@ -24,9 +24,6 @@ class TokenDecoder {
   Kind kind() const { return kind_; }
   int id_limit() const { return static_cast<int>(pieces_.size()); }
   bool has_token(int id) const { return id >= 0 && id < id_limit() && pieces_[id].has_value(); }
-
-  // Throws Error unless id names a token.
-  void check_id(int id) const;
   bool is_special(int id) const { return special_[id]; }
 
   // What id contributes before the final UTF-8 conversion: bytes for ByteLevel (a token
@@ -34,6 +31,8 @@ class TokenDecoder {
   // otherwise. id must be valid.
   std::string_view piece(int id) const { return *pieces_[id]; }
 
+  // Ids with no token add nothing: a model's vocabulary is often padded past the tokenizer's,
+  // and Hugging Face's decode drops such ids too.
   std::string decode(std::span<const int> ids, bool skip_special_tokens) const;
 
  private:

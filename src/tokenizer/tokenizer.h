@@ -32,8 +32,9 @@ class Tokenizer {
   // (Qwen3: nothing; Llama 3: BOS), as transformers 5 does.
   std::vector<int> encode(std::string_view text, bool add_special_tokens = false) const;
 
-  // Throws Error for an id outside [0, vocab_size()) or one no token has. Byte sequences
-  // that are not valid UTF-8 come out as U+FFFD, one per maximal invalid subpart.
+  // An id outside [0, vocab_size()) or one no token has adds no text, as in Hugging Face's
+  // decode (a model's vocabulary is often padded past the tokenizer's). Byte sequences that
+  // are not valid UTF-8 come out as U+FFFD, one per maximal invalid subpart.
   std::string decode(std::span<const int> ids, bool skip_special_tokens = false) const;
 
   // One past the largest token id (vocabulary and added tokens).

@@ -5,6 +5,8 @@
 
 #include <memory>
 #include <random>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "engine/llm_engine.h"
@@ -13,6 +15,20 @@
 namespace nanovllm::testing {
 
 inline const std::vector<int> kEosTokenIds = {0};
+
+// Token t decodes to one letter; the prompt is ignored.
+inline std::string letter_of(int token_id) {
+  return std::string(1, static_cast<char>('a' + token_id % 26));
+}
+
+class LetterDecoder final : public TokenTextDecoder {
+ public:
+  std::string push(int token_id) override { return letter_of(token_id); }
+};
+
+inline TokenTextDecoderFactory letter_decoders() {
+  return [](std::span<const int>) { return std::make_unique<LetterDecoder>(); };
+}
 
 struct EngineSetup {
   int num_blocks = 1024;  // 4096 tokens: max_model_len fits
@@ -24,6 +40,22 @@ struct EngineSetup {
   int max_model_len = 4096;
   uint64_t seed = 0;
 };
+
+// Random limits over a small pool: block sizes 1 to 8 and often fewer blocks than the longest
+// sequence needs, so that some prompts are rejected, some sequences stop at the cache's capacity
+// and preemption is frequent; small step budgets and batches, prefix caching mostly on.
+inline EngineSetup random_small_setup(std::mt19937_64& gen) {
+  const auto uniform = [&gen](int lo, int hi) {
+    return std::uniform_int_distribution<int>(lo, hi)(gen);
+  };
+  EngineSetup setup;
+  setup.block_size = std::vector<int>{1, 2, 4, 8}[uniform(0, 3)];
+  setup.num_blocks = uniform(40, 120) / setup.block_size + 2;
+  setup.max_num_batched_tokens = uniform(4, 64);
+  setup.max_num_seqs = uniform(1, 24);
+  setup.prefix_caching = uniform(0, 4) != 0;
+  return setup;
+}
 
 struct FakeEngine {
   std::unique_ptr<LLMEngine> engine;

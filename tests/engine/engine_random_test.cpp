@@ -27,14 +27,7 @@ TEST_P(RandomizedEngine, InvariantsHoldEveryStepAndOutputsMatchReference) {
   const auto uniform = [&gen](int lo, int hi) {
     return std::uniform_int_distribution<int>(lo, hi)(gen);
   };
-  EngineSetup setup;
-  setup.block_size = std::vector<int>{1, 2, 4, 8}[uniform(0, 3)];
-  // Often smaller than the longest sequence, so some prompts are rejected and some
-  // sequences stop at the cache's capacity.
-  setup.num_blocks = uniform(40, 120) / setup.block_size + 2;
-  setup.max_num_batched_tokens = uniform(4, 64);
-  setup.max_num_seqs = uniform(1, 24);
-  setup.prefix_caching = uniform(0, 4) != 0;
+  const EngineSetup setup = random_small_setup(gen);
   const Workload workload =
       make_workload(run.seed * 7919 + 1, run.num_requests, setup.vocab_size, 30, 30, 30);
   SCOPED_TRACE(::testing::Message()

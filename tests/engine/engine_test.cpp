@@ -219,18 +219,6 @@ TEST(LLMEngine, LogprobsReportedForEveryGeneratedToken) {
                    .logprobs.has_value());
 }
 
-// Token t decodes to one letter; the prompt is ignored.
-class LetterDecoder final : public TokenTextDecoder {
- public:
-  std::string push(int token_id) override {
-    return std::string(1, static_cast<char>('a' + token_id % 26));
-  }
-};
-
-TokenTextDecoderFactory letter_decoders() {
-  return [](std::span<const int>) { return std::make_unique<LetterDecoder>(); };
-}
-
 TEST(LLMEngine, TextComesFromTheDecoder) {
   SamplingParams greedy;
   greedy.temperature = 0.0f;

@@ -54,6 +54,7 @@ FakeExecutor::Slot& FakeExecutor::slot(const Sequence& seq, int position) {
 
 void FakeExecutor::execute(const ScheduledBatch& batch, std::vector<SampleResult>& samples_out) {
   samples_out.clear();
+  if (faults_.before_step) faults_.before_step(batch);
   ++step_;
   RecordedStep& record = steps_.emplace_back();
   record.is_prefill = batch.is_prefill;
@@ -101,10 +102,16 @@ void FakeExecutor::execute(const ScheduledBatch& batch, std::vector<SampleResult
       history.push_back(stored.token);
     }
     if (!entry.samples) continue;
-    const std::vector<float> logits = fake_logits(history, limits_.vocab_size);
-    // The token being sampled sits at index num_tokens() of the sequence.
-    samples_out.push_back(
-        sample_token(logits, entry.seq->params, entry.seq->seed, entry.seq->num_tokens()));
+    std::vector<float> logits = fake_logits(history, limits_.vocab_size);
+    if (faults_.on_logits) faults_.on_logits(seq, logits);
+    try {
+      // The token being sampled sits at index num_tokens() of the sequence.
+      samples_out.push_back(sample_token(logits, seq.params, seq.seed, seq.num_tokens()));
+    } catch (const Error& error) {
+      SampleResult failed;
+      failed.error = error.what();
+      samples_out.push_back(std::move(failed));
+    }
   }
 }
 

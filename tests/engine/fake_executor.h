@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -30,14 +31,24 @@ struct RecordedStep {
   std::vector<RecordedEntry> entries;
 };
 
+// Faults a test injects into the fake model.
+struct ExecutorFaults {
+  // Called before each step; what it throws fails the step as a whole (a device error).
+  std::function<void(const ScheduledBatch& batch)> before_step;
+  // May change a sequence's logits fp32 [vocab] before its token is sampled (e.g. to NaN).
+  std::function<void(const Sequence& seq, std::vector<float>& logits)> on_logits;
+};
+
 class FakeExecutor final : public ModelExecutor {
  public:
   FakeExecutor(int num_kvcache_blocks, int block_size, int vocab_size, int max_model_len);
 
   ExecutorLimits limits() const override { return limits_; }
+  // As ModelRunner: a row that cannot be sampled gets SampleResult::error.
   void execute(const ScheduledBatch& batch, std::vector<SampleResult>& samples_out) override;
 
   const std::vector<RecordedStep>& steps() const { return steps_; }
+  ExecutorFaults& faults() { return faults_; }
 
  private:
   struct Slot {
@@ -48,6 +59,7 @@ class FakeExecutor final : public ModelExecutor {
   Slot& slot(const Sequence& seq, int position);
 
   ExecutorLimits limits_;
+  ExecutorFaults faults_;
   std::vector<Slot> slots_;  // [num_blocks * block_size]
   int64_t step_ = 0;
   std::vector<RecordedStep> steps_;

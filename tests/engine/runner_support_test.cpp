@@ -109,6 +109,19 @@ TEST(KVCacheSizing, BlockBytesMatchQwen3Numbers) {
   EXPECT_EQ(qwen3_06b_shape(DType::kF32).bytes_per_block(), size_t{224} * 1024 * 256);
 }
 
+// A config with absurd sizes is an error, not a wrapped-around (even zero) block size.
+TEST(KVCacheSizing, SizesThatOverflowAreErrors) {
+  KVCacheShape shape = qwen3_06b_shape(DType::kF32);
+  shape.num_layers = 1 << 30;
+  shape.num_kv_heads = 1 << 20;
+  EXPECT_THROW(shape.bytes_per_block(), Error);
+  EXPECT_THROW(cpu_num_kvcache_blocks(shape, size_t{4} << 30, size_t{64} << 30, 512, 4096), Error);
+  KVCacheShape deep = qwen3_06b_shape(DType::kF32);
+  deep.num_layers = 1 << 16;  // 128 GiB per block
+  EXPECT_EQ(deep.bytes_for_blocks(3), 3 * deep.bytes_per_block());
+  EXPECT_THROW(deep.bytes_for_blocks(1 << 30), Error);
+}
+
 TEST(KVCacheSizing, CpuUsesTheBudgetBoundedByMemoryAndUse) {
   const KVCacheShape shape = qwen3_06b_shape(DType::kBF16);  // 28 MiB per block
   const size_t gib = size_t{1} << 30;

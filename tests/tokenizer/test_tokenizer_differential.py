@@ -82,18 +82,20 @@ def check_encode(hf, path, texts, add_special_tokens=False):
 
 
 def random_id_sequences(hf, rng, count):
-    """Random ids, byte tokens that split UTF-8 characters, and special tokens, mixed."""
+    """Random ids, byte tokens that split UTF-8 characters, special tokens and ids past the
+    vocabulary (a model's padded embedding rows, which decode to nothing), mixed."""
     vocab = hf.get_vocab(with_added_tokens=True)
     ids = sorted(vocab.values())
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     byte_ids = [vocab[c] for c in alphabet if c in vocab and ord(c) >= 0x80] or ids
     added = sorted(hf.get_added_tokens_decoder()) or ids
+    padding = list(range(ids[-1] + 1, ids[-1] + 300))
     sequences = []
     for _ in range(count):
         seq = []
         for _ in range(rng.randint(1, 24)):
             r = rng.random()
-            pool = ids if r < 0.5 else byte_ids if r < 0.85 else added
+            pool = ids if r < 0.5 else byte_ids if r < 0.8 else added if r < 0.95 else padding
             seq.append(rng.choice(pool))
         sequences.append(seq)
     return sequences
