@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,17 @@ struct Request {
   std::string error;  // when set, the request fails with this message without running
 };
 
+// Optional callbacks for one generate() call; both run on the calling thread.
+struct GenerateHooks {
+  // Called once per request as soon as its output is final (finished, rejected or failed), in
+  // completion order; `index` is the request's position in the input.
+  std::function<void(size_t index, const RequestOutput& output)> on_output;
+  // Polled between engine steps; returning a non-empty reason stops generate(): every unfinished
+  // request comes back with `error` set to that reason (and goes through on_output), all of their
+  // KV blocks are freed, and the LLM stays usable for the next generate().
+  std::function<std::string()> should_stop;
+};
+
 class LLM {
  public:
   // Loads config, weights and (when the directory has tokenizer.json) the tokenizer.
@@ -54,7 +67,15 @@ class LLM {
   // (its `error` already set, or a prompt that cannot be encoded, or one the engine rejects)
   // comes back with `error` set; the others are unaffected.
   std::vector<RequestOutput> generate(const std::vector<Request>& requests,
-                                      bool use_progress = true);
+                                      bool use_progress = true, const GenerateHooks& hooks = {});
+
+  // The token ids generate() runs for this prompt. Throws Error when it cannot be encoded (text
+  // without a tokenizer, messages the chat template rejects).
+  std::vector<int> prompt_token_ids(const Prompt& prompt) const;
+  // Why generate() would reject a request with these prompt tokens and params (invalid params,
+  // an empty or too long prompt, ids outside the vocabulary), or nullopt.
+  std::optional<std::string> check_request(const std::vector<int>& prompt_token_ids,
+                                           const SamplingParams& params) const;
 
   // What the last generate() did (all zeros when it ran no request).
   const GenerateStats& last_generate_stats() const;

@@ -111,6 +111,20 @@ RequestOutput LLMEngine::take_output(Sequence& seq) {
   return output;
 }
 
+std::vector<RequestOutput> LLMEngine::abort_all(const std::string& reason) {
+  std::vector<RequestOutput> outputs = std::move(rejected_);
+  rejected_.clear();
+  for (Sequence* seq : scheduler_->abort_all()) {
+    RequestOutput output = take_output(*seq);
+    output.finish_reason.clear();
+    output.error = reason;
+    outputs.push_back(std::move(output));
+    sequences_.erase(seq->id);
+  }
+  consecutive_empty_steps_ = 0;
+  return outputs;
+}
+
 StepResult LLMEngine::step() {
   StepResult result;
   result.finished = std::move(rejected_);
@@ -168,7 +182,8 @@ std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::vector<int
 
 std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::vector<int>>& prompts,
                                                const std::vector<SamplingParams>& params,
-                                               bool use_progress) {
+                                               bool use_progress, const OutputCallback& on_output,
+                                               const StopPoll& should_stop) {
   if (!is_finished()) throw Error("generate() needs an idle engine, but requests are in flight");
   if (params.size() != 1 && params.size() != prompts.size()) {
     throw Error(fmt::format("generate(): {} sampling params for {} prompts (give 1 or {})",
@@ -179,20 +194,34 @@ std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::vector<int
     index_of[add_request(prompts[i], params.size() == 1 ? params[0] : params[i])] = i;
   }
   std::vector<RequestOutput> outputs(prompts.size());
+  auto deliver = [&](RequestOutput& output) {
+    const size_t index = index_of.at(output.request_id);
+    outputs[index] = std::move(output);
+    if (on_output) on_output(index, outputs[index]);
+  };
   ProgressLine progress(static_cast<int>(prompts.size()), use_progress);
   GenerateStats stats;
   const auto generate_start = std::chrono::steady_clock::now();
-  while (!is_finished()) {
-    const auto start = std::chrono::steady_clock::now();
-    StepResult result = step();
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    record_step(result, seconds, stats);
-    progress.add_step(static_cast<int>(result.finished.size()), result.num_prefill_tokens,
-                      result.num_decode_tokens, seconds);
-    for (RequestOutput& output : result.finished) {
-      outputs[index_of.at(output.request_id)] = std::move(output);
+  try {
+    while (!is_finished()) {
+      if (should_stop) {
+        if (const std::string reason = should_stop(); !reason.empty()) {
+          for (RequestOutput& output : abort_all(reason)) deliver(output);
+          break;
+        }
+      }
+      const auto start = std::chrono::steady_clock::now();
+      StepResult result = step();
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      record_step(result, seconds, stats);
+      progress.add_step(static_cast<int>(result.finished.size()), result.num_prefill_tokens,
+                        result.num_decode_tokens, seconds);
+      for (RequestOutput& output : result.finished) deliver(output);
     }
+  } catch (...) {
+    abort_all("generate() failed");  // the next generate() starts from an idle engine
+    throw;
   }
   progress.close();
   stats.seconds =

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -40,14 +41,30 @@ class LLMEngine {
   // a bad request.
   int64_t add_request(std::vector<int> prompt_token_ids, const SamplingParams& params);
 
+  // Why add_request() would reject this request, or nullopt.
+  std::optional<std::string> check_request(const std::vector<int>& prompt_token_ids,
+                                           const SamplingParams& params) const;
+
   StepResult step();
   bool is_finished() const { return scheduler_->is_finished() && rejected_.empty(); }
 
+  // Ends every request in flight, freeing their KV blocks: returns the rejected requests not
+  // yet returned by step() as they are, then the others with `error` set to `reason`.
+  std::vector<RequestOutput> abort_all(const std::string& reason);
+
+  // Called with a prompt's index as soon as its output is final.
+  using OutputCallback = std::function<void(size_t index, const RequestOutput& output)>;
+  // Polled between steps: a non-empty reason stops generate() (see abort_all).
+  using StopPoll = std::function<std::string()>;
+
   // Runs the prompts to completion and returns their outputs in input order. `params` holds
-  // one entry for all prompts or one per prompt. The engine must be idle.
+  // one entry for all prompts or one per prompt. The engine must be idle, and is idle again
+  // when generate() returns or throws.
   std::vector<RequestOutput> generate(const std::vector<std::vector<int>>& prompts,
                                       const std::vector<SamplingParams>& params,
-                                      bool use_progress = true);
+                                      bool use_progress = true,
+                                      const OutputCallback& on_output = nullptr,
+                                      const StopPoll& should_stop = nullptr);
   std::vector<RequestOutput> generate(const std::vector<std::vector<int>>& prompts,
                                       const SamplingParams& params, bool use_progress = true);
 
@@ -60,9 +77,6 @@ class LLMEngine {
   const GenerateStats& last_generate_stats() const { return last_generate_stats_; }
 
  private:
-  // Why the request cannot run, or nullopt.
-  std::optional<std::string> check_request(const std::vector<int>& prompt_token_ids,
-                                           const SamplingParams& params) const;
   RequestOutput take_output(Sequence& seq);
 
   EngineConfig config_;

@@ -136,4 +136,16 @@ std::vector<Sequence*> Scheduler::postprocess(const ScheduledBatch& batch,
   return finished;
 }
 
+std::vector<Sequence*> Scheduler::abort_all() {
+  std::vector<Sequence*> aborted(waiting_.begin(), waiting_.end());
+  aborted.insert(aborted.end(), running_.begin(), running_.end());
+  waiting_.clear();
+  running_.clear();
+  for (Sequence* seq : aborted) {
+    block_manager_.deallocate(*seq);  // a waiting one holds blocks only mid-chunked-prefill
+    seq->status = SequenceStatus::kFinished;
+  }
+  return aborted;
+}
+
 }  // namespace nanovllm

@@ -59,6 +59,10 @@ class Scheduler {
   std::vector<Sequence*> postprocess(const ScheduledBatch& batch,
                                      const std::vector<SampleResult>& samples);
 
+  // Takes every waiting and running sequence out of the queues, freeing their blocks; returns
+  // them marked finished, waiting ones first.
+  std::vector<Sequence*> abort_all();
+
   const BlockManager& block_manager() const { return block_manager_; }
   const std::deque<Sequence*>& waiting() const { return waiting_; }
   const std::deque<Sequence*>& running() const { return running_; }

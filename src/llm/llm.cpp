@@ -197,25 +197,45 @@ std::string LLM::apply_chat_template(const nlohmann::ordered_json& messages,
   return state_->chat->render(messages, true, kwargs);
 }
 
-std::vector<RequestOutput> LLM::generate(const std::vector<Request>& requests, bool use_progress) {
+std::vector<int> LLM::prompt_token_ids(const Prompt& prompt) const {
+  return state_->to_token_ids(prompt);
+}
+
+std::optional<std::string> LLM::check_request(const std::vector<int>& prompt_token_ids,
+                                              const SamplingParams& params) const {
+  return state_->engine->check_request(prompt_token_ids, params);
+}
+
+std::vector<RequestOutput> LLM::generate(const std::vector<Request>& requests, bool use_progress,
+                                         const GenerateHooks& hooks) {
   std::vector<RequestOutput> outputs(requests.size());
   std::vector<std::vector<int>> prompts;
   std::vector<SamplingParams> params;
   std::vector<size_t> runnable;  // input index of each prompt that runs
   for (size_t i = 0; i < requests.size(); ++i) {
     outputs[i].error = requests[i].error;
-    if (!outputs[i].ok()) continue;
-    try {
-      prompts.push_back(state_->to_token_ids(requests[i].prompt));
-      params.push_back(requests[i].params);
-      runnable.push_back(i);
-    } catch (const Error& error) {
-      outputs[i].error = error.what();
+    if (outputs[i].ok()) {
+      try {
+        prompts.push_back(state_->to_token_ids(requests[i].prompt));
+        params.push_back(requests[i].params);
+        runnable.push_back(i);
+        continue;
+      } catch (const Error& error) {
+        outputs[i].error = error.what();
+      }
     }
+    if (hooks.on_output) hooks.on_output(i, outputs[i]);
   }
   state_->last_stats = GenerateStats{};
   if (!prompts.empty()) {
-    std::vector<RequestOutput> ran = state_->engine->generate(prompts, params, use_progress);
+    LLMEngine::OutputCallback on_output;
+    if (hooks.on_output) {
+      on_output = [&](size_t k, const RequestOutput& output) {
+        hooks.on_output(runnable[k], output);
+      };
+    }
+    std::vector<RequestOutput> ran =
+        state_->engine->generate(prompts, params, use_progress, on_output, hooks.should_stop);
     state_->last_stats = state_->engine->last_generate_stats();
     for (size_t k = 0; k < ran.size(); ++k) outputs[runnable[k]] = std::move(ran[k]);
   }
