@@ -20,7 +20,7 @@ namespace nb = nanobind;
 namespace nanovllm::python {
 namespace {
 
-[[noreturn]] void raise(PyObject* type, const std::string& message) {
+[[noreturn]] void throw_python_error(PyObject* type, const std::string& message) {
   PyErr_SetString(type, message.c_str());
   throw nb::python_error();
 }
@@ -104,9 +104,11 @@ PyLLM::PyLLM(nb::handle model, const nb::kwargs& kwargs) {
   const std::string path = to_path(model, "model");
   const EngineConfig config = to_engine_config(kwargs);
   if (!std::filesystem::exists(path))
-    raise(PyExc_FileNotFoundError, fmt::format("model directory '{}' does not exist", path));
+    throw_python_error(PyExc_FileNotFoundError,
+                       fmt::format("model directory '{}' does not exist", path));
   if (!std::filesystem::is_directory(path))
-    raise(PyExc_NotADirectoryError, fmt::format("model '{}' is not a directory", path));
+    throw_python_error(PyExc_NotADirectoryError,
+                       fmt::format("model '{}' is not a directory", path));
   try {
     nb::gil_scoped_release release;  // loading a large checkpoint takes a while
     llm_ = std::make_unique<LLM>(path, config);
