@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
 VENV=${PACKAGE_VENV:-.venv-package}
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "test-python-package.sh: no $VENV/; run scripts/install-deps.sh first" >&2
+  exit 1
+fi
 
 # The CMake build has compiled and tested the CUDA backend already; the package's second
 # compile of the engine leaves it out to save CI time (a plain `pip install .` includes it
