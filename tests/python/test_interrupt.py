@@ -89,9 +89,9 @@ def test_the_gil_is_released_while_generating(tied_llm):
     during = len(ticks) - before
     done.set()
     thread.join()
-    seconds = tied_llm.last_generate_stats()["seconds"]
-    # With the GIL held the counter would not move at all during the call.
-    assert during > 0.2 * seconds * 1000 / 2, (during, seconds)
+    # With the GIL held the counter could not move during the call; it ticks every millisecond
+    # or so without it (less on a busy machine) over a call of a second or more.
+    assert during >= 10, (during, tied_llm.last_generate_stats()["seconds"])
 
 
 def test_concurrent_generates_on_one_llm_run_one_after_the_other(tied_llm):
