@@ -11,9 +11,15 @@ $SUDO apt-get update -qq
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config git \
   nlohmann-json3-dev libxxhash-dev libfmt-dev libcli11-dev libpcre2-dev libutf8proc-dev libboost-dev \
-  libgtest-dev libgmock-dev python3 python3-venv python3-pip >/dev/null
+  libgtest-dev libgmock-dev python3 python3-dev python3-venv python3-pip >/dev/null
 
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -r tools/requirements-test.txt
+
+# The Python package is tested as users install it, `pip install .` into a virtual environment
+# of its own (scripts/test-python-package.sh), with the same test packages.
+if [ ! -x .venv-package/bin/python ]; then python3 -m venv .venv-package; fi
+.venv-package/bin/python -m pip install -q --upgrade pip
+.venv-package/bin/python -m pip install -q -r tools/requirements-test.txt
 echo "dependencies installed"

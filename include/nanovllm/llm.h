@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,11 @@ class LLM {
   // memory for a batch) gives every unfinished request an error naming it.
   std::vector<RequestOutput> generate(const std::vector<Request>& requests,
                                       bool use_progress = true, const GenerateHooks& hooks = {});
+
+  // Why generate() would reject a request with these prompt tokens and params (invalid params,
+  // an empty or too long prompt, ids outside the vocabulary), or nullopt.
+  std::optional<std::string> check_request(const std::vector<int>& prompt_token_ids,
+                                           const SamplingParams& params) const;
 
   // What the last generate() did (all zeros when it ran no request).
   const GenerateStats& last_generate_stats() const;

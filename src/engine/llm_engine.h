@@ -49,6 +49,9 @@ class LLMEngine {
   // is not queued: it comes back from the next step() with `error` set. Never throws for
   // a bad request.
   int64_t add_request(std::vector<int> prompt_token_ids, const SamplingParams& params);
+  // Why add_request() would reject this request, or nullopt.
+  std::optional<std::string> check_request(const std::vector<int>& prompt_token_ids,
+                                           const SamplingParams& params) const;
 
   StepResult step();
   bool is_finished() const { return scheduler_->is_finished() && ready_.empty(); }
@@ -91,9 +94,6 @@ class LLMEngine {
   const GenerateStats& last_generate_stats() const { return last_generate_stats_; }
 
  private:
-  // Why the request cannot run, or nullopt.
-  std::optional<std::string> check_request(const std::vector<int>& prompt_token_ids,
-                                           const SamplingParams& params) const;
   RequestOutput take_output(Sequence& seq);
   // Outputs of sequences the scheduler is done with, which the engine then forgets.
   void take_outputs(const std::vector<Sequence*>& seqs, std::vector<RequestOutput>& outputs);

@@ -210,6 +210,11 @@ const LLMEngine& LLM::engine() const {
   return *state_->engine;
 }
 
+std::optional<std::string> LLM::check_request(const std::vector<int>& prompt_token_ids,
+                                              const SamplingParams& params) const {
+  return state_->engine->check_request(prompt_token_ids, params);
+}
+
 std::vector<RequestOutput> LLM::generate(const std::vector<Request>& requests, bool use_progress,
                                          const GenerateHooks& hooks) {
   std::vector<RequestOutput> outputs(requests.size());
