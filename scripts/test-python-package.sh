@@ -14,7 +14,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   exit 1
 fi
 
-# The CMake build has compiled and tested the CUDA backend already; the package's second
+# The CMake build has compiled the CUDA backend already; the package's second
 # compile of the engine leaves it out to save CI time (a plain `pip install .` includes it
 # when a CUDA toolkit is present).
 start=$(date +%s)
