@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 MODEL=${1:?usage: scripts/serve-bench.sh MODEL_DIR [serve flags...]}
 shift
-RATES=${RATES:-1,2,4}
+RATES=${RATES:-0.5,1,2}
 PROMPT_TOKENS=${PROMPT_TOKENS:-128}
 OUTPUT_TOKENS=${OUTPUT_TOKENS:-64}
 SECONDS_PER_RATE=${SECONDS:-30}
@@ -38,7 +38,15 @@ done
 [ -n "$URL" ] || { echo "the server did not start"; cat "$LOG"; exit 1; }
 echo "serving $MODEL at $URL"
 
-.venv-bench/bin/guidellm benchmark --target "$URL" --model bench --processor "$MODEL" \
-  --data "prompt_tokens=${PROMPT_TOKENS},output_tokens=${OUTPUT_TOKENS}" \
-  --rate-type constant --rate "$RATES" --max-seconds "$SECONDS_PER_RATE" \
-  --output-path "$REPORT"
+# Each rate runs for SECONDS_PER_RATE; guidellm prints TTFT, ITL and request-rate percentiles.
+IFS=, read -ra RATE_LIST <<<"$RATES"
+for RATE in "${RATE_LIST[@]}"; do
+  .venv-bench/bin/guidellm run \
+    --backend "kind=openai_http,target=$URL,model=bench" \
+    --profile "kind=constant,rate=$RATE" \
+    --constraint "kind=max_duration,seconds=$SECONDS_PER_RATE" \
+    --tokenizer "kind=huggingface_auto,model=$MODEL" \
+    --data "kind=synthetic_text,prompt_tokens=$PROMPT_TOKENS,output_tokens=$OUTPUT_TOKENS" \
+    --output "kind=json,path=${REPORT%.json}-rate$RATE.json" \
+    --disable-console-interactive
+done
