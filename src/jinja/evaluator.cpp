@@ -79,6 +79,13 @@ Value make_loop_object(const ValueList& items, size_t i, Value cycle) {
 Evaluator::Evaluator(Value context)
     : context_(std::move(context)), frame_(std::make_shared<Frame>(nullptr)) {}
 
+Evaluator::~Evaluator() {
+  for (const Value& ns : assigned_namespaces_) ns.obj().attrs.clear();
+  for (const std::weak_ptr<Frame>& weak : macro_frames_) {
+    if (const std::shared_ptr<Frame> frame = weak.lock()) frame->vars.clear();
+  }
+}
+
 std::string Evaluator::render(const ParsedTemplate& tmpl) {
   frame_ = enter_scope(tmpl.scope, nullptr);
   std::string out;
@@ -152,6 +159,7 @@ Evaluator::Flow Evaluator::exec(const Stmt& s, std::string& out) {
       }
       case StmtType::Macro:
         frame_->set(s.macro->name, make_macro(s.macro, frame_));
+        macro_frames_.push_back(frame_);
         return Flow::Normal;
       case StmtType::CallBlock:
         exec_call_block(s, out);
@@ -237,6 +245,7 @@ void Evaluator::assign(const AssignTarget& target, const Value& value, Frame& fr
                             target.column);
       }
       ns.obj().set(target.attr, value);
+      if (assigned_namespace_ids_.insert(ns.identity()).second) assigned_namespaces_.push_back(ns);
       return;
     }
     case AssignTarget::Kind::Tuple: {

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -26,6 +27,9 @@ class Evaluator {
  public:
   // `context` is a dict of the variables the template sees.
   explicit Evaluator(Value context);
+  ~Evaluator();
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
 
   // Throws TemplateError (with the position of the failing expression or statement).
   std::string render(const ParsedTemplate& tmpl);
@@ -67,6 +71,13 @@ class Evaluator {
   Value context_;
   std::shared_ptr<Frame> frame_;
   int macro_depth_ = 0;
+  // Reference cycles the render may have made, cut when it ends: a macro refers to the frame
+  // it is defined in, which holds it, and a namespace may be given attributes that lead back to
+  // it. Nothing else can close a cycle (values are immutable; `set` writes only the frame
+  // running it).
+  std::vector<std::weak_ptr<Frame>> macro_frames_;
+  std::vector<Value> assigned_namespaces_;
+  std::unordered_set<const void*> assigned_namespace_ids_;
 };
 
 }  // namespace nanovllm::jinja

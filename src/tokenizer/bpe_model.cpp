@@ -34,7 +34,9 @@ BpeModel::BpeModel(std::vector<std::pair<std::string, int>> vocab,
   }
 
   for (std::size_t rank = 0; rank < merges.size(); ++rank) {
-    const auto& [left, right] = merges[rank];
+    // Named references, not a structured binding: clang before 16 cannot capture one.
+    const std::string& left = merges[rank].first;
+    const std::string& right = merges[rank].second;
     const auto id_of = [&](const std::string& token) {
       const auto it = vocab_.find(token);
       if (it == vocab_.end()) {

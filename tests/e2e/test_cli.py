@@ -140,9 +140,9 @@ def test_two_thousand_sampled_requests_all_get_rows(tmp_path):
     # (Qwen3 pads its embedding to 151,936 rows): they add no text and fail nothing.
     line = json.dumps({"prompt": "hi", "max_tokens": 2}) + "\n"
     (tmp_path / "many.jsonl").write_text(line * 2000)
-    proc = subprocess.run([BIN, "generate", "--model", TIED, "--input", str(tmp_path / "many.jsonl"),
-                           "--output", str(tmp_path / "out.jsonl"), "--no-progress"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([BIN, "generate", "--model", TIED, "--input",
+                           str(tmp_path / "many.jsonl"), "--output", str(tmp_path / "out.jsonl"),
+                           "--no-progress"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [r["index"] for r in rows] == list(range(2000))
@@ -181,9 +181,9 @@ def test_a_signal_leaves_finished_rows_and_an_error_row_per_unfinished_request(
     requests = interruptible_requests(10, 20)
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in requests))
     out = tmp_path / "out.jsonl"
-    proc = subprocess.Popen([BIN, "generate", "--model", TIED, "--input", str(tmp_path / "in.jsonl"),
-                             "--output", str(out), "--max-num-seqs", "8", "--no-progress"],
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([BIN, "generate", "--model", TIED, "--input",
+                             str(tmp_path / "in.jsonl"), "--output", str(out), "--max-num-seqs",
+                             "8", "--no-progress"], stderr=subprocess.PIPE, text=True)
     # Rows go out in input order as soon as the earlier ones have: the short ones come first.
     deadline = time.monotonic() + 120
     while (not out.exists() or len(out.read_text().splitlines()) < 10) and proc.poll() is None:

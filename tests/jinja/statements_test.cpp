@@ -43,6 +43,12 @@ TEST(JinjaStatements, ScopingMatchesJinja2) {
       {"{% set ns = namespace(a=1) %}{% set ns.a = ns.a + 1 %}{% for i in [1,2] %}"
        "{% set ns.a = ns.a + i %}{% endfor %}{{ ns.a }}|{{ ns }}",
        "5|<Namespace {'a': 5}>"},
+      // A namespace that holds itself, or a macro that leads back to it (freed after the render:
+      // the sanitizer build's leak check).
+      {"{% set ns = namespace(n=1) %}{% set ns.me = ns %}{{ ns.me.me.n }}", "1"},
+      {"{% set ns = namespace() %}{% macro m() %}{{ 7 }}{% endmacro %}{% set ns.m = m %}"
+       "{{ ns.m() }}",
+       "7"},
       {"{% set a, b = 1, 2 %}{{ a }}{{ b }}{% set c = 1, 2 %}{{ c }}", "12(1, 2)"},
       {"{% set x %}  block {{ 1 }} {% endset %}[{{ x }}]", "[  block 1 ]"},
       {"{% set x | upper %}abc{% endset %}[{{ x }}]", "[ABC]"},

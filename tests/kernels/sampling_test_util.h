@@ -137,7 +137,7 @@ inline BackendLogprobs backend_logprobs(Backend& backend, const std::vector<floa
   OwnedTensor logprob_t =
       backend_tensor(backend, DType::kF32, {rows}, std::vector<float>(rows, nan));
   OwnedTensor rank_t = backend_tensor(backend, DType::kI32, {rows}, std::vector<int32_t>(rows, -7));
-  const int64_t top_size = std::max<int64_t>(rows * num_top, 1);
+  const int64_t top_size = rows * std::max(num_top, 1);
   OwnedTensor top_ids_t = backend_tensor(backend, DType::kI32, {rows, std::max(num_top, 1)},
                                          std::vector<int32_t>(top_size, -7));
   OwnedTensor top_logprobs_t = backend_tensor(backend, DType::kF32, {rows, std::max(num_top, 1)},

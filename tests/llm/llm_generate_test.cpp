@@ -36,7 +36,7 @@ std::vector<Request> mixed_requests() {
   requests.push_back({Prompt::from_text("x"), {}, "failed before it ran"});
   requests.push_back(seeded(Prompt::from_messages(nlohmann::ordered_json::array()), 3, 2));
   requests.push_back(seeded(Prompt::from_token_ids({5, 6, 7}), 2, 3));
-  requests.push_back(seeded(Prompt::from_text("a long one"), 200, 4));
+  requests.push_back(seeded(Prompt::from_text("a long one"), 40, 4));
   return requests;
 }
 
@@ -57,7 +57,7 @@ TEST(LLMGenerate, OnOutputReportsEveryRequestOnceUnderItsInputIndex) {
   EXPECT_EQ(outputs[1].error, "failed before it ran");
   EXPECT_FALSE(outputs[2].ok());  // an empty conversation
   EXPECT_EQ(outputs[3].token_ids.size(), 2u);
-  EXPECT_EQ(outputs[4].token_ids.size(), 200u);
+  EXPECT_EQ(outputs[4].token_ids.size(), 40u);
 }
 
 TEST(LLMGenerate, ShouldStopFailsTheUnfinishedAndTheLLMStaysUsable) {
