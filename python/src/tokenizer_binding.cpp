@@ -20,12 +20,7 @@ std::vector<int> PyTokenizer::encode(nb::handle text, bool add_special_tokens) c
 }
 
 std::string PyTokenizer::decode(nb::handle ids, bool skip_special_tokens) const {
-  const std::vector<int> token_ids = to_int_list(ids, "token_ids");
-  try {
-    return tokenizer_.decode(token_ids, skip_special_tokens);
-  } catch (const Error& error) {
-    throw_value_error(fmt::format("token_ids: {}", error.what()));
-  }
+  return tokenizer_.decode(to_int_list(ids, "token_ids"), skip_special_tokens);
 }
 
 nb::object PyTokenizer::apply_chat_template(nb::handle conversation, bool tokenize,
@@ -75,7 +70,8 @@ void bind_tokenizer(nb::module_& module) {
            nb::sig("def decode(self, token_ids: collections.abc.Sequence[int], "
                    "skip_special_tokens: bool = False) "
                    "-> str"),
-           "The text of `token_ids`. Raises ValueError for an id outside the vocabulary.")
+           "The text of `token_ids`. An id no token has (outside the vocabulary, or the padding "
+           "past it) adds no text, as in Hugging Face's decode.")
       .def("apply_chat_template", &PyTokenizer::apply_chat_template, nb::arg("conversation"),
            nb::arg("tokenize") = true, nb::arg("add_generation_prompt") = false, nb::arg("kwargs"),
            nb::sig(

@@ -147,8 +147,8 @@ def test_tokenizer_argument_errors(tied_llm):
     tokenizer = tied_llm.tokenizer
     with pytest.raises(TypeError, match="text must be a str, got int"):
         tokenizer.encode(5)
-    with pytest.raises(ValueError, match="token_ids:"):
-        tokenizer.decode([10**6])
+    # An id no token has adds no text, as in Hugging Face's decode (not an error).
+    assert tokenizer.decode([10**6]) == ""
     with pytest.raises(TypeError, match=r"token_ids\[0\] must be an int"):
         tokenizer.decode(["a"])
     with pytest.raises(ValueError, match="apply_chat_template:"):
