@@ -17,7 +17,7 @@ nlohmann::ordered_json tokenize_line(const std::string& line, const Tokenizer& t
   nlohmann::ordered_json request;
   try {
     request = nlohmann::ordered_json::parse(line);
-  } catch (const nlohmann::ordered_json::parse_error& error) {
+  } catch (const nlohmann::ordered_json::exception& error) {  // syntax, or a number like 1e999
     throw Error(fmt::format("invalid JSON: {}", error.what()));
   }
   if (!request.is_object()) throw Error("a line must be a JSON object");

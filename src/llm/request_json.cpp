@@ -52,7 +52,7 @@ Request parse_request_line(const std::string& line, const SamplingParams& defaul
   nlohmann::ordered_json request;
   try {
     request = nlohmann::ordered_json::parse(line);
-  } catch (const nlohmann::ordered_json::parse_error& error) {
+  } catch (const nlohmann::ordered_json::exception& error) {  // syntax, or a number like 1e999
     throw Error(fmt::format("invalid JSON: {}", error.what()));
   }
   if (!request.is_object()) throw Error("a request must be a JSON object");

@@ -18,7 +18,7 @@ json JsonReader::parse_file(const std::filesystem::path& path) {
   if (in.bad()) throw Error(fmt::format("{}: cannot read file", path.string()));
   try {
     return json::parse(buffer.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number out of range (1e999)
     throw Error(fmt::format("{}: invalid JSON: {}", path.string(), e.what()));
   }
 }

@@ -303,6 +303,15 @@ std::shared_ptr<TokenizerImpl> load_tokenizer_files(
   // does not rebuild it from tokenizer_config.json's add_bos_token/add_eos_token.
   impl->post_processor =
       read_post_processor(r, j.value("post_processor", json()), "post_processor");
+  // encode() hands these ids out as they are: each must name a token.
+  for (const std::vector<int>* ids :
+       {&impl->post_processor.prefix(), &impl->post_processor.suffix()}) {
+    for (const int id : *ids) {
+      if (!impl->decoder.has_token(id)) {
+        r.fail("post_processor", fmt::format("adds token id {}, which no token has", id));
+      }
+    }
+  }
   return impl;
 }
 

@@ -103,6 +103,7 @@ BAD_REQUESTS = [
     # Integers that do not fit are named, never wrapped around.
     ('{"prompt_token_ids": [1], "max_tokens": 99999999999}', "max_tokens"),
     ('{"prompt_token_ids": [18446744073709551615]}', "18446744073709551615"),
+    ('{"prompt_token_ids": [1], "temperature": 1e999}', "invalid JSON"),
     ('{"prompt_token_ids": [1], "colour": 1}', "colour"),
     ('{"prompt_token_ids": [1], "logprobs": 99}', "logprobs"),
     ('{"prompt": "text without a tokenizer"}', "tokenizer"),

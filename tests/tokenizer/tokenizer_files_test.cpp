@@ -182,6 +182,13 @@ TEST(TokenizerFiles, MalformedModelsAreNamed) {
       "single": [{"SpecialToken": {"id": "<x>", "type_id": 0}}, {"Sequence": {"id": "A"}}],
       "special_tokens": {}})");
   expect_error(t, {"special token '<x>' is not defined"});
+
+  // Found by fuzzing: encode() would hand out an id the tokenizer has no token for.
+  t = base_tokenizer();
+  t["post_processor"] = json::parse(R"({"type": "TemplateProcessing",
+      "single": [{"SpecialToken": {"id": "<x>", "type_id": 0}}, {"Sequence": {"id": "A"}}],
+      "special_tokens": {"<x>": {"id": "<x>", "ids": [9], "tokens": ["<x>"]}}})");
+  expect_error(t, {"post_processor", "adds token id 9, which no token has"});
 }
 
 TEST(TokenizerFiles, MalformedConfigIsNamed) {
