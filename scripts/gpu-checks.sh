@@ -63,6 +63,8 @@ fi
 if has attention; then
   check attention_bench "$bin/attention_bench"
   tail -n 15 "$LOG_DIR/attention_bench.log"
+  check decode_ops_bench "$bin/decode_ops_bench"
+  cat "$LOG_DIR/decode_ops_bench.log"
 fi
 if has bench; then
   check bench "$bin/nanovllm" bench --model "$model"

@@ -9,13 +9,24 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 $SUDO apt-get update -qq
+# libFuzzer's and the sanitizers' runtimes: on Debian 12 they are in libclang-rt-14-dev, which
+# clang does not pull in; libclang-rt-dev names the default clang's. Where apt has no such name
+# they are expected to come with clang itself.
+clang_runtimes=()
+if apt-cache show libclang-rt-dev >/dev/null 2>&1; then clang_runtimes=(libclang-rt-dev); fi
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config git \
-  nlohmann-json3-dev libxxhash-dev libfmt-dev libcli11-dev libpcre2-dev libutf8proc-dev \
-  libgtest-dev libgmock-dev python3 python3-venv python3-pip \
-  clang libclang-rt-dev llvm >/dev/null
+  nlohmann-json3-dev libxxhash-dev libfmt-dev libcli11-dev libpcre2-dev libutf8proc-dev libboost-dev \
+  libgtest-dev libgmock-dev python3 python3-dev python3-venv python3-pip \
+  clang "${clang_runtimes[@]}" llvm >/dev/null
 
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -r tools/requirements-test.txt
+
+# The Python package is tested as users install it, `pip install .` into a virtual environment
+# of its own (scripts/test-python-package.sh), with the same test packages.
+if [ ! -x .venv-package/bin/python ]; then python3 -m venv .venv-package; fi
+.venv-package/bin/python -m pip install -q --upgrade pip
+.venv-package/bin/python -m pip install -q -r tools/requirements-test.txt
 echo "dependencies installed"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Configures, builds and runs every test that needs no GPU. The CUDA backend is compiled too
-# when a CUDA toolkit is installed. Then, unless SANITIZE=0, the same tests run again under
-# AddressSanitizer and UndefinedBehaviorSanitizer (CPU only, clang, in build-sanitize/, which
-# also holds the libFuzzer targets) and each fuzz target runs for FUZZ_SECONDS (scripts/fuzz.sh).
+# Configures, builds and runs every test that needs no GPU, then installs the Python package
+# and tests it. The CUDA backend is compiled too when a CUDA toolkit is installed. Then, unless
+# SANITIZE=0, the same tests run again under AddressSanitizer and UndefinedBehaviorSanitizer
+# (CPU only, clang, in build-sanitize/, which also holds the libFuzzer targets) and each fuzz
+# target runs for FUZZ_SECONDS (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,7 @@ PYTHON=${PYTHON:-$PWD/.venv/bin/python}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PYTHON"
 cmake --build "$BUILD_DIR" -j "$JOBS"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
+bash scripts/test-python-package.sh
 
 if [ "${SANITIZE:-1}" != 0 ]; then
   SANITIZE_BUILD_DIR=${SANITIZE_BUILD_DIR:-build-sanitize}

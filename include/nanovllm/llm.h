@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 namespace nanovllm {
 
 class Tokenizer;
+class LLMEngine;          // engine/llm_engine.h
 struct DeviceMemoryInfo;  // kernels/backend.h
 
 // One request's prompt: exactly one of the three forms.
@@ -70,6 +72,11 @@ class LLM {
   std::vector<RequestOutput> generate(const std::vector<Request>& requests,
                                       bool use_progress = true, const GenerateHooks& hooks = {});
 
+  // Why generate() would reject a request with these prompt tokens and params (invalid params,
+  // an empty or too long prompt, ids outside the vocabulary), or nullopt.
+  std::optional<std::string> check_request(const std::vector<int>& prompt_token_ids,
+                                           const SamplingParams& params) const;
+
   // What the last generate() did (all zeros when it ran no request).
   const GenerateStats& last_generate_stats() const;
   // The backend's memory use (all zeros on the CPU); include kernels/backend.h to use it.
@@ -83,6 +90,14 @@ class LLM {
   // Renders chat messages with the tokenizer's chat template (with add_generation_prompt).
   std::string apply_chat_template(const nlohmann::ordered_json& messages,
                                   const nlohmann::ordered_json& kwargs) const;
+  // The token ids generate() runs for `prompt`; throws Error when it cannot be encoded (no
+  // tokenizer or chat template, invalid UTF-8, a template error). Safe from many threads.
+  std::vector<int> prompt_token_ids(const Prompt& prompt) const;
+
+  // The step-level engine, for callers that drive requests themselves (a server's engine
+  // thread). Only one thread may use it at a time, and never during generate().
+  LLMEngine& engine();
+  const LLMEngine& engine() const;
 
  private:
   struct State;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <utility>
@@ -153,6 +154,29 @@ std::vector<RequestOutput> LLMEngine::abort_all(const std::string& reason) {
   take_outputs(scheduler_->abort_all(reason), outputs);
   NVLLM_CHECK_EQ(sequences_.size(), 0u);
   return outputs;
+}
+
+std::optional<RequestOutput> LLMEngine::abort_request(int64_t id, const std::string& reason) {
+  const auto ready = std::find_if(ready_.begin(), ready_.end(), [id](const RequestOutput& output) {
+    return output.request_id == id;
+  });
+  if (ready != ready_.end()) {
+    RequestOutput output = std::move(*ready);
+    ready_.erase(ready);
+    return output;
+  }
+  const auto it = sequences_.find(id);
+  if (it == sequences_.end()) return std::nullopt;
+  Sequence* seq = it->second.get();
+  NVLLM_CHECK(scheduler_->abort(seq, reason));
+  std::vector<RequestOutput> outputs;
+  take_outputs({seq}, outputs);
+  return std::move(outputs.front());
+}
+
+const Sequence* LLMEngine::sequence(int64_t id) const {
+  const auto it = sequences_.find(id);
+  return it == sequences_.end() ? nullptr : it->second.get();
 }
 
 namespace {

@@ -49,6 +49,9 @@ class LLMEngine {
   // is not queued: it comes back from the next step() with `error` set. Never throws for
   // a bad request.
   int64_t add_request(std::vector<int> prompt_token_ids, const SamplingParams& params);
+  // Why add_request() would reject this request, or nullopt.
+  std::optional<std::string> check_request(const std::vector<int>& prompt_token_ids,
+                                           const SamplingParams& params) const;
 
   StepResult step();
   bool is_finished() const { return scheduler_->is_finished() && ready_.empty(); }
@@ -58,6 +61,14 @@ class LLMEngine {
   // Ends every unfinished request: queued ones fail with `reason` and free their blocks;
   // rejected ones keep their own error. Returns their outputs.
   std::vector<RequestOutput> abort_all(const std::string& reason);
+  // Ends one unfinished request: a queued one fails with `reason` and frees its blocks; a
+  // rejected one keeps its own error. Returns its output, or nullopt for an id that is not
+  // unfinished (already returned, or never added).
+  std::optional<RequestOutput> abort_request(int64_t id, const std::string& reason);
+
+  // An unfinished request's sequence (its tokens and text so far), or nullptr when the id is
+  // not queued. Valid until the next step(), abort_request() or abort_all().
+  const Sequence* sequence(int64_t id) const;
 
   // Runs the prompts to completion and returns their outputs in input order. `params` holds
   // one entry for all prompts or one per prompt. The engine must be idle, and is idle again
@@ -83,9 +94,6 @@ class LLMEngine {
   const GenerateStats& last_generate_stats() const { return last_generate_stats_; }
 
  private:
-  // Why the request cannot run, or nullopt.
-  std::optional<std::string> check_request(const std::vector<int>& prompt_token_ids,
-                                           const SamplingParams& params) const;
   RequestOutput take_output(Sequence& seq);
   // Outputs of sequences the scheduler is done with, which the engine then forgets.
   void take_outputs(const std::vector<Sequence*>& seqs, std::vector<RequestOutput>& outputs);

@@ -67,6 +67,7 @@ void Scheduler::schedule_prefill() {
         continue;
       }
       stats_.num_prefix_hit_tokens += seq->num_cached_tokens;
+      stats_.num_prefix_query_tokens += seq->num_tokens();
     }
     const int remaining = seq->num_tokens() - seq->num_cached_tokens;
     NVLLM_CHECK_GT(remaining, 0);
@@ -142,6 +143,18 @@ std::vector<Sequence*> Scheduler::abort_all(const std::string& reason) {
   waiting_.clear();
   for (size_t i = first_queued; i < ended.size(); ++i) fail(*ended[i], reason);
   return ended;
+}
+
+bool Scheduler::abort(Sequence* seq, const std::string& reason) {
+  if (std::erase(failed_, seq) > 0) return true;
+  for (std::deque<Sequence*>* queue : {&running_, &waiting_}) {
+    const auto it = std::find(queue->begin(), queue->end(), seq);
+    if (it == queue->end()) continue;
+    queue->erase(it);
+    fail(*seq, reason);
+    return true;
+  }
+  return false;
 }
 
 bool Scheduler::append_sample(Sequence& seq, const SampleResult& sample) {

@@ -38,8 +38,9 @@ struct SchedulerConfig {
 
 struct SchedulerStats {
   int64_t num_preemptions = 0;
-  int64_t num_prefix_hit_tokens = 0;  // prompt tokens found in the cache on admission
-  int64_t num_partial_prefills = 0;   // prefill entries that did not reach the end of a prompt
+  int64_t num_prefix_hit_tokens = 0;    // prompt tokens found in the cache on admission
+  int64_t num_prefix_query_tokens = 0;  // tokens looked up in the cache on admission
+  int64_t num_partial_prefills = 0;     // prefill entries that did not reach the end of a prompt
 };
 
 class Scheduler {
@@ -70,6 +71,10 @@ class Scheduler {
 
   // Fails every queued sequence with `reason` and frees its blocks; returns them.
   std::vector<Sequence*> abort_all(const std::string& reason);
+  // Fails `seq` with `reason` and frees its blocks if it is queued (waiting or running), or if
+  // schedule() failed it and take_failed() has not returned it yet (it keeps its own error).
+  // Returns whether it was found.
+  bool abort(Sequence* seq, const std::string& reason);
 
   void set_allocation_hook(BlockAllocationHook hook) {
     block_manager_.set_allocation_hook(std::move(hook));

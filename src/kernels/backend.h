@@ -144,6 +144,8 @@ class Backend {
 
   // Attention of the q heads of qkv [T, dims.qkv_size()] over the cached keys/values (which
   // already include this step's tokens), causal by position.  out [T, dims.q_size()]
+  // The keys before this step's tokens must not come from the op just before this one: the GPU
+  // starts reading them while that op finishes (the engine stores them in earlier steps).
   virtual void attention(const Tensor& qkv, const LayerKVCache& cache,
                          const AttentionMetadata& metadata, const AttentionDims& dims, float scale,
                          Tensor out) = 0;

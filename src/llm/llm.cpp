@@ -198,6 +198,23 @@ std::string LLM::apply_chat_template(const nlohmann::ordered_json& messages,
   return state_->chat->render(messages, true, kwargs);
 }
 
+std::vector<int> LLM::prompt_token_ids(const Prompt& prompt) const {
+  return state_->to_token_ids(prompt);
+}
+
+LLMEngine& LLM::engine() {
+  return *state_->engine;
+}
+
+const LLMEngine& LLM::engine() const {
+  return *state_->engine;
+}
+
+std::optional<std::string> LLM::check_request(const std::vector<int>& prompt_token_ids,
+                                              const SamplingParams& params) const {
+  return state_->engine->check_request(prompt_token_ids, params);
+}
+
 std::vector<RequestOutput> LLM::generate(const std::vector<Request>& requests, bool use_progress,
                                          const GenerateHooks& hooks) {
   std::vector<RequestOutput> outputs(requests.size());

@@ -1,9 +1,9 @@
 #include "llm/request_json.h"
 
-#include <limits>
 #include <set>
 
 #include "core/check.h"
+#include "llm/json_fields.h"
 
 namespace nanovllm {
 namespace {
@@ -17,55 +17,6 @@ const std::set<std::string>& known_fields() {
                                                "stop",       "stop_token_ids",
                                                "logprobs"};
   return fields;
-}
-
-// An integer JSON value that T holds as it is (get<T>() would silently wrap it).
-template <typename T>
-bool is_integer_of(const nlohmann::ordered_json& value) {
-  if (value.is_number_unsigned()) {
-    return value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
-  }
-  return value.is_number_integer() && value.get<int64_t>() >= std::numeric_limits<T>::min() &&
-         value.get<int64_t>() <= std::numeric_limits<T>::max();
-}
-
-template <typename T>
-T field_as(const nlohmann::ordered_json& request, const char* name, const char* expected) {
-  const nlohmann::ordered_json& value = request.at(name);
-  const bool ok = [&] {
-    if constexpr (std::is_same_v<T, bool>) return value.is_boolean();
-    if constexpr (std::is_integral_v<T>) return is_integer_of<T>(value);
-    if constexpr (std::is_floating_point_v<T>) return value.is_number();
-    if constexpr (std::is_same_v<T, std::string>) return value.is_string();
-    return true;
-  }();
-  if (!ok) throw Error(fmt::format("'{}' must be {}, got {}", name, expected, value.dump()));
-  return value.get<T>();
-}
-
-std::vector<int> int_list(const nlohmann::ordered_json& value, const char* name) {
-  if (!value.is_array()) throw Error(fmt::format("'{}' must be a list of integers", name));
-  std::vector<int> ids;
-  ids.reserve(value.size());
-  for (const auto& item : value) {
-    if (!is_integer_of<int>(item)) {
-      throw Error(fmt::format("'{}' must be a list of integers, found {}", name, item.dump()));
-    }
-    ids.push_back(item.get<int>());
-  }
-  return ids;
-}
-
-std::vector<std::string> string_list(const nlohmann::ordered_json& value, const char* name) {
-  if (value.is_string()) return {value.get<std::string>()};
-  if (!value.is_array())
-    throw Error(fmt::format("'{}' must be a string or a list of strings", name));
-  std::vector<std::string> strings;
-  for (const auto& item : value) {
-    if (!item.is_string()) throw Error(fmt::format("'{}' must be a list of strings", name));
-    strings.push_back(item.get<std::string>());
-  }
-  return strings;
 }
 
 Prompt parse_prompt(const nlohmann::ordered_json& request) {

@@ -228,9 +228,11 @@ Tensor Qwen3Model::forward(const ForwardBatch& batch, const std::vector<LayerKVC
   dump_layer(c.num_hidden_layers - 1, "output", residual);
   dumper.dump("final_norm", h);
 
-  backend_.gather_rows(h, batch.last_token_indices, last_hidden);  // [B, H]
-  dumper.dump("last_hidden", last_hidden);
-  backend_.linear(last_hidden, weights_.lm_head, logits);  // [B, V]
+  // Row indices increase, so with as many rows as tokens (decode) the gather is the identity.
+  const Tensor sampled_hidden = rows == tokens ? h : last_hidden;  // [B, H]
+  if (rows != tokens) backend_.gather_rows(h, batch.last_token_indices, last_hidden);
+  dumper.dump("last_hidden", sampled_hidden);
+  backend_.linear(sampled_hidden, weights_.lm_head, logits);  // [B, V]
   dumper.dump("logits", logits);
   return logits;
 }

@@ -15,93 +15,20 @@
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "cuda_bench_util.h"
 #include "kernels/cuda/attention_ops.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace nanovllm {
 namespace {
 
+using namespace bench;
+
 constexpr int kNumHeads = 16;
 constexpr int kNumKvHeads = 8;
 constexpr int kHeadDim = 128;
 constexpr int kBlockSize = 256;
-constexpr size_t kMinBytesPerRun = size_t{256} << 20;  // ~5x the H100's 50 MB L2
 constexpr int kMaxLayers = 128;
-constexpr int kWarmupRuns = 3;
-constexpr int kTimedRuns = 15;
-
-// Device memory freed on scope exit.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) {
-    NVLLM_CUDA_CHECK(cudaMalloc(&data_, std::max<size_t>(bytes, 16)));
-  }
-  ~DeviceBuffer() { cudaFree(data_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <typename T = void>
-  T* get() const {
-    return static_cast<T*>(data_);
-  }
-
- private:
-  void* data_ = nullptr;
-};
-
-// Fills `bytes` of device memory with random bf16 values in [-1, 1): a 16 MiB random pattern
-// uploaded once and doubled in place on the device.
-void fill_random_bf16(void* dst, size_t bytes, std::mt19937& rng) {
-  const size_t pattern = std::min<size_t>(bytes, size_t{16} << 20) & ~size_t{1};
-  std::vector<uint16_t> host(pattern / 2);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (uint16_t& v : host) v = float_to_bf16(dist(rng));
-  char* base = static_cast<char*>(dst);
-  NVLLM_CUDA_CHECK(cudaMemcpy(base, host.data(), pattern, cudaMemcpyHostToDevice));
-  for (size_t filled = pattern; filled < bytes;) {
-    const size_t n = std::min(filled, bytes - filled);
-    NVLLM_CUDA_CHECK(cudaMemcpy(base + filled, base, n, cudaMemcpyDeviceToDevice));
-    filled += n;
-  }
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
-// Milliseconds of `body` on `stream`, median over runs after warm-up.
-template <typename Body>
-double time_ms(cudaStream_t stream, int runs, Body body) {
-  cudaEvent_t start, stop;
-  NVLLM_CUDA_CHECK(cudaEventCreate(&start));
-  NVLLM_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < kWarmupRuns; ++i) body();
-  std::vector<double> samples;
-  for (int i = 0; i < runs; ++i) {
-    NVLLM_CUDA_CHECK(cudaEventRecord(start, stream));
-    body();
-    NVLLM_CUDA_CHECK(cudaEventRecord(stop, stream));
-    NVLLM_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    NVLLM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    samples.push_back(ms);
-  }
-  NVLLM_CUDA_CHECK(cudaEventDestroy(start));
-  NVLLM_CUDA_CHECK(cudaEventDestroy(stop));
-  return median(samples);
-}
-
-// Device-to-device copy bandwidth in GB/s, counting read plus write bytes.
-double copy_bandwidth(cudaStream_t stream) {
-  const size_t bytes = size_t{1} << 30;
-  DeviceBuffer src(bytes), dst(bytes);
-  NVLLM_CUDA_CHECK(cudaMemset(src.get(), 1, bytes));
-  const double ms = time_ms(stream, 10, [&] {
-    NVLLM_CUDA_CHECK(
-        cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, stream));
-  });
-  return 2.0 * bytes / (ms * 1e-3) / 1e9;
-}
 
 struct Result {
   int batch;
@@ -172,32 +99,13 @@ Result bench_decode(int batch, int context, int num_sms, cudaStream_t stream, st
       cuda::paged_attention(args, workspace.get(), stream);
     }
   };
-  // Timed as a CUDA graph, as the engine runs decode, so host launch costs stay out of it.
-  run_layers();
-  NVLLM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t graph_exec;
-  NVLLM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  run_layers();
-  NVLLM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  NVLLM_CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
-  const double ms =
-      time_ms(stream, kTimedRuns, [&] { NVLLM_CUDA_CHECK(cudaGraphLaunch(graph_exec, stream)); });
-  NVLLM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  NVLLM_CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
-  NVLLM_CUDA_CHECK(cudaGraphDestroy(graph));
+  const double ms = bench::time_graph_ms(stream, run_layers);
   const double us = ms * 1e3 / layers;
   const double bytes = double(batch) * context * 2 * kNumKvHeads * kHeadDim * 2;
   return {batch, context, layers, us, bytes / (us * 1e-6) / 1e9};
 }
 
-int run() {
-  int device = 0;
-  NVLLM_CUDA_CHECK(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  NVLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  cudaStream_t stream;
-  NVLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+int run(cudaStream_t stream, const cudaDeviceProp& prop) {
   std::mt19937 rng(0);
 
   const double copy_gbps = copy_bandwidth(stream);
@@ -225,7 +133,6 @@ int run() {
     fmt::print("| {} | {} | {:.1f} | {:.0f} | {:.1f} |\n", r.batch, r.context, r.us, r.gbps,
                100.0 * r.gbps / copy_gbps);
   }
-  NVLLM_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
 }
 
@@ -233,10 +140,5 @@ int run() {
 }  // namespace nanovllm
 
 int main() {
-  try {
-    return nanovllm::run();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "attention_bench: %s\n", e.what());
-    return 1;
-  }
+  return nanovllm::bench::bench_main("attention_bench", nanovllm::run);
 }

@@ -16,7 +16,7 @@
 #include "core/check.h"
 #include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/attention_mma.cuh"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace nanovllm::cuda::attention {
 namespace {
@@ -107,6 +107,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     attention_decode_kernel(const PagedAttentionArgs args, const int num_splits,
                             float* __restrict__ partial_out, float2* __restrict__ partial_stats,
                             int* __restrict__ split_counters) {
+  allow_next_kernel_launch();
   using Layout = DecodeLayout<kHeadDim>;
   static_assert(
       Layout::kMergeFloats * sizeof(float) <= kDecodeWarps * Layout::kWarpElems * sizeof(T),
@@ -120,8 +121,13 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   const int seq = blockIdx.z;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
+  // Until wait_for_prior_kernels() this reads only what host copies wrote before the step (the
+  // metadata) and keys that earlier steps stored: the kernel before this one stores only this
+  // step's keys, positions [context - q_len, context). The block-table reads and the first old
+  // chunks' copies so overlap that kernel (launch.cuh).
   const int q_row = args.cu_seqlens_q[seq];
-  if (args.cu_seqlens_q[seq + 1] == q_row) return;  // no query row (uniform over the CTA)
+  const int q_len = args.cu_seqlens_q[seq + 1] - q_row;
+  if (q_len == 0) return;  // no query row (uniform over the CTA)
   const int context = args.context_lens[seq];
   const int group = args.num_heads / args.num_kv_heads;
 
@@ -154,9 +160,23 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   int first_blocks[Layout::kStages];
 #pragma unroll
   for (int i = 0; i < Layout::kStages; ++i) first_blocks[i] = block_of(i);
-    // One commit group per chunk slot, empty past the end, so wait_group counts stay exact.
+  // One commit group per chunk slot, empty past the end, so wait_group counts stay exact. The
+  // chunks before this step's keys go out first (positions rise with i), the rest after the
+  // wait.
+  const auto before_new_keys = [&](int i) { return first_key(i) + kChunkKeys <= context - q_len; };
+  int issued = 0;  // slots committed before the wait
 #pragma unroll
   for (int i = 0; i < Layout::kStages - 1; ++i) {
+    if (issued == i && i < my_chunks && before_new_keys(i)) {
+      load(i, first_blocks[i]);
+      cp_async_commit();
+      issued = i + 1;
+    }
+  }
+  wait_for_prior_kernels();
+#pragma unroll
+  for (int i = 0; i < Layout::kStages - 1; ++i) {
+    if (i < issued) continue;
     if (i < my_chunks) load(i, first_blocks[i]);
     cp_async_commit();
   }
@@ -305,10 +325,8 @@ void launch_typed(const PagedAttentionArgs& args, const DecodeWorkspace& workspa
   const size_t smem = DecodeLayout<kHeadDim>::template smem_bytes<T>();
   NVLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const dim3 grid(workspace.num_splits, args.num_kv_heads, args.num_seqs);
-  kernel<<<grid, kDecodeWarps * 32, smem, stream>>>(args, workspace.num_splits,
-                                                    workspace.partial_out, workspace.partial_stats,
-                                                    workspace.counters);
-  NVLLM_CUDA_CHECK_LAUNCH();
+  launch_kernel(kernel, grid, kDecodeWarps * 32, smem, stream, args, workspace.num_splits,
+                workspace.partial_out, workspace.partial_stats, workspace.counters);
 }
 
 template <typename T>

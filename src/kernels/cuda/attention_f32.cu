@@ -5,7 +5,7 @@
 
 #include "core/check.h"
 #include "kernels/cuda/attention_launch.cuh"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace nanovllm::cuda::attention {
 namespace {
@@ -31,6 +31,7 @@ __device__ int sequence_of_row(const int32_t* cu_seqlens_q, int num_seqs, int ro
 template <int kHeadDim>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     attention_f32_kernel(const PagedAttentionArgs args) {
+  start_after_prior_kernels();
   constexpr int kPerLane = kHeadDim / 32;  // dims of a head held by each lane: lane + 32 * i
   const int row = blockIdx.x;
   const int lane = threadIdx.x % 32;
@@ -97,15 +98,14 @@ void launch_attention_f32(const PagedAttentionArgs& args, cudaStream_t stream) {
   const dim3 block(kWarpsPerBlock * 32);
   switch (args.head_dim) {
     case 64:
-      attention_f32_kernel<64><<<grid, block, 0, stream>>>(args);
+      launch_kernel(attention_f32_kernel<64>, grid, block, 0, stream, args);
       break;
     case 128:
-      attention_f32_kernel<128><<<grid, block, 0, stream>>>(args);
+      launch_kernel(attention_f32_kernel<128>, grid, block, 0, stream, args);
       break;
     default:
       NVLLM_CHECK_MSG(false, "f32 attention: unsupported head_dim {}", args.head_dim);
   }
-  NVLLM_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace nanovllm::cuda::attention

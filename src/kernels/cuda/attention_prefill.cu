@@ -10,7 +10,7 @@
 #include "core/check.h"
 #include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/attention_mma.cuh"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace nanovllm::cuda::attention {
 namespace {
@@ -38,6 +38,7 @@ struct PrefillLayout {
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kPrefillWarps * 32)
     attention_prefill_kernel(const PagedAttentionArgs args) {
+  start_after_prior_kernels();
   using Layout = PrefillLayout<kHeadDim>;
   extern __shared__ __align__(128) unsigned char smem[];
   T* sq = reinterpret_cast<T*>(smem);  // [kBlockM][kRow]
@@ -219,8 +220,7 @@ void launch_typed(const PagedAttentionArgs& args, cudaStream_t stream) {
   const size_t smem = PrefillLayout<kHeadDim>::template smem_bytes<T>();
   NVLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const dim3 grid((args.max_seqlen_q + kBlockM - 1) / kBlockM, args.num_heads, args.num_seqs);
-  kernel<<<grid, kPrefillWarps * 32, smem, stream>>>(args);
-  NVLLM_CUDA_CHECK_LAUNCH();
+  launch_kernel(kernel, grid, kPrefillWarps * 32, smem, stream, args);
 }
 
 template <typename T>

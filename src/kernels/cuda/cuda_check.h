@@ -23,9 +23,6 @@ namespace nanovllm::cuda {
       ::nanovllm::cuda::throw_cuda_error(nvllm_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
-// After a kernel launch: launch-configuration errors surface here, not at the next sync.
-#define NVLLM_CUDA_CHECK_LAUNCH() NVLLM_CUDA_CHECK(cudaGetLastError())
-
 #define NVLLM_CUBLAS_CHECK(call)                                                      \
   do {                                                                                \
     const cublasStatus_t nvllm_status_ = (call);                                      \

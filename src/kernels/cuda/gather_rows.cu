@@ -1,7 +1,7 @@
 // Row gather (embedding lookup, and the last token of each sequence before the LM head): one
 // block per output row.
-#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/vec.cuh"
 
 namespace nanovllm::cuda {
@@ -11,6 +11,7 @@ template <typename T, int kWidth>
 __global__ void gather_rows_kernel(const T* x, int64_t x_stride, int64_t x_rows,
                                    const int32_t* indices, int64_t width, T* out,
                                    int64_t out_stride) {
+  start_after_prior_kernels();
   const int64_t row = blockIdx.x;
   const int32_t index = indices[row];
   // A kernel cannot throw: an index outside x gets a zero row instead of a wild read.
@@ -41,13 +42,12 @@ void gather_rows(DType dtype, const void* x, int64_t x_stride, int64_t x_rows,
     const auto grid = static_cast<unsigned>(count);
     if (vectorizable<T>({x, out}, {width, x_stride, out_stride})) {
       constexpr int kWidth = kVecWidth<T>;
-      gather_rows_kernel<T, kWidth><<<grid, threads_for(width / kWidth), 0, stream>>>(
-          in, x_stride, x_rows, indices, width, o, out_stride);
+      launch_kernel(gather_rows_kernel<T, kWidth>, grid, threads_for(width / kWidth), 0, stream, in,
+                    x_stride, x_rows, indices, width, o, out_stride);
     } else {
-      gather_rows_kernel<T, 1><<<grid, threads_for(width), 0, stream>>>(
-          in, x_stride, x_rows, indices, width, o, out_stride);
+      launch_kernel(gather_rows_kernel<T, 1>, grid, threads_for(width), 0, stream, in, x_stride,
+                    x_rows, indices, width, o, out_stride);
     }
-    NVLLM_CUDA_CHECK_LAUNCH();
   });
 }
 

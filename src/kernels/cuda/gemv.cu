@@ -15,7 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/vec.cuh"
 
 namespace nanovllm::cuda {
@@ -111,8 +111,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   // c[0..1]: out (x row g, tile rows 2t and 2t + 1); c[2..3] stay zero (A rows 8..15).
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   // A step covers vectors [first, first + kStepVectors) of the rows: lane t takes t, t + 4, ...
-  for (int64_t first = static_cast<int64_t>(warp) * kStepVectors; first < vectors;
-       first += static_cast<int64_t>(warps) * kStepVectors) {
+  const auto copy_weight_step = [&](int64_t first) {
 #pragma unroll
     for (int i = 0; i < kVectorsPerStep; ++i) {
       const int64_t v = first + i * kLanesPerRow + t;
@@ -120,6 +119,16 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       copy_weight_async(staged_weight + i * 32, weight_row + (valid ? v * kElemsPerVector : 0),
                         valid);
     }
+  };
+  // The weight is no earlier kernel's output: the first step's copies go out while the kernel
+  // before this one finishes (launch.cuh); x and out wait for it.
+  const int64_t first_step = static_cast<int64_t>(warp) * kStepVectors;
+  allow_next_kernel_launch();
+  copy_weight_step(first_step);
+  wait_for_prior_kernels();
+  for (int64_t first = first_step; first < vectors;
+       first += static_cast<int64_t>(warps) * kStepVectors) {
+    if (first != first_step) copy_weight_step(first);
 #pragma unroll
     for (int i = 0; i < kVectorsPerStep; ++i) {
       const int64_t v = first + i * kLanesPerRow + t;
@@ -164,10 +173,10 @@ void launch(const GemvArgs& args, int64_t tiles, int warps, cudaStream_t stream)
     NVLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kMaxWarps * kWarpSmemBytes)));
   }
-  kernel<<<static_cast<unsigned>(tiles), warps * 32, smem, stream>>>(
-      static_cast<const T*>(args.x), args.ldx, static_cast<const T*>(args.weight), args.ldw,
-      static_cast<OutT*>(args.out), args.ldo, static_cast<int>(args.m), args.n, args.k);
-  NVLLM_CUDA_CHECK_LAUNCH();
+  launch_kernel(kernel, static_cast<unsigned>(tiles), warps * 32, smem, stream,
+                static_cast<const T*>(args.x), args.ldx, static_cast<const T*>(args.weight),
+                args.ldw, static_cast<OutT*>(args.out), args.ldo, static_cast<int>(args.m), args.n,
+                args.k);
 }
 
 template <typename T>

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/sampling_ops.h"
 #include "kernels/cuda/sampling_select.cuh"
 #include "kernels/sampling_math.h"
@@ -51,6 +51,7 @@ __device__ void write_top(const float* row, TopShared& top, int num_top, double 
 }
 
 __global__ void __launch_bounds__(select::kSelectThreads, 2) logprobs_kernel(LogprobsArgs args) {
+  start_after_prior_kernels();
   __shared__ SelectShared sh;
   __shared__ TopShared top;
   const int64_t r = blockIdx.x;
@@ -134,8 +135,8 @@ void compute_logprobs(const LogprobsArgs& args, cudaStream_t stream) {
                   args.vocab, std::min<int64_t>(kMaxTop, args.vocab));
   NVLLM_CHECK_MSG(args.rows >= 0 && args.rows <= INT32_MAX, "logprobs of {} rows", args.rows);
   if (args.rows == 0) return;
-  logprobs_kernel<<<static_cast<unsigned>(args.rows), select::kSelectThreads, 0, stream>>>(args);
-  NVLLM_CUDA_CHECK_LAUNCH();
+  launch_kernel(logprobs_kernel, static_cast<unsigned>(args.rows), select::kSelectThreads, 0,
+                stream, args);
 }
 
 }  // namespace nanovllm::cuda

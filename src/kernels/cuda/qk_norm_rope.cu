@@ -4,8 +4,9 @@
 // i = l, l + 32, ...; pairs rule out 16-byte vectors, but the lanes of a warp still read
 // consecutive elements, so every access is coalesced.
 #include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/elementwise_math.cuh"
 #include "kernels/cuda/elementwise_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/vec.cuh"
 
 namespace nanovllm::cuda {
@@ -17,6 +18,9 @@ constexpr int kWarpsPerBlock = 4;
 // storing; warp w of block y takes head y * kWarpsPerBlock + w.
 template <typename T>
 __global__ void qk_norm_rope_kernel(const QkNormRopeArgs args) {
+  // Until wait_for_prior_kernels(), only host-copied metadata (slots, positions) and constant
+  // tables are read, so their latency overlaps the kernel before (launch.cuh).
+  allow_next_kernel_launch();
   const int64_t token = blockIdx.x;
   const int lane = threadIdx.x % 32;
   const int h = blockIdx.y * kWarpsPerBlock + threadIdx.x / 32;
@@ -41,6 +45,7 @@ __global__ void qk_norm_rope_kernel(const QkNormRopeArgs args) {
     }
   }
   if (h >= num_heads + num_kv_heads) {  // a v head: only stored
+    wait_for_prior_kernels();
     if (cached != nullptr) {
       for (int i = lane; i < head_dim; i += 32) cached[i] = head[i];
     }
@@ -54,6 +59,12 @@ __global__ void qk_norm_rope_kernel(const QkNormRopeArgs args) {
   const float* cos = args.cos_sin + (valid ? static_cast<int64_t>(position) : 0) * head_dim;
   const float* sin = cos + half;
   const T* weight = static_cast<const T*>(h < num_heads ? args.q_norm : args.k_norm);
+  // The table row and the norm weight, on their way to L1 while the kernel before finishes.
+  constexpr int kLineFloats = 128 / sizeof(float);
+  constexpr int kLineElems = 128 / sizeof(T);
+  for (int i = lane * kLineFloats; i < head_dim; i += 32 * kLineFloats) prefetch_l1(cos + i);
+  for (int i = lane * kLineElems; i < head_dim; i += 32 * kLineElems) prefetch_l1(weight + i);
+  wait_for_prior_kernels();
 
   float sum_squares = 0.0f;
   for (int i = lane; i < half; i += 32) {
@@ -62,17 +73,17 @@ __global__ void qk_norm_rope_kernel(const QkNormRopeArgs args) {
     sum_squares += a * a + b * b;
   }
   // The loop bounds are the same for every lane of the warp, so all 32 lanes get here.
-  const float mean_square = warp_sum(sum_squares) / static_cast<float>(head_dim);
-  const float inv_rms = 1.0f / sqrtf(mean_square + args.eps);
+  const float inv_rms = inverse_rms(warp_sum(sum_squares), head_dim, args.eps);
 
   for (int i = lane; i < half; i += 32) {
     T first = from_float<T>(0.0f), second = from_float<T>(0.0f);
     if (valid) {
       // HF's q_norm / k_norm output is rounded to dtype (weight * normed.to(dtype)); the
       // rotation is then done in fp32 with the fp32 table and rounded once.
-      const float a = round_to<T>(round_to<T>(to_float(head[i]) * inv_rms) * to_float(weight[i]));
-      const float b =
-          round_to<T>(round_to<T>(to_float(head[i + half]) * inv_rms) * to_float(weight[i + half]));
+      const float a =
+          round_to<T>(rms_normalize<T>(to_float(head[i]), inv_rms, to_float(weight[i])));
+      const float b = round_to<T>(
+          rms_normalize<T>(to_float(head[i + half]), inv_rms, to_float(weight[i + half])));
       first = from_float<T>(a * cos[i] - b * sin[i]);
       second = from_float<T>(b * cos[i] + a * sin[i]);
     }
@@ -97,8 +108,7 @@ void qk_norm_rope(const QkNormRopeArgs& args, cudaStream_t stream) {
                   (heads + kWarpsPerBlock - 1) / kWarpsPerBlock);
   dispatch_float_dtype(args.dtype, "qk_norm_rope", [&](auto tag) {
     using T = decltype(tag);
-    qk_norm_rope_kernel<T><<<grid, kWarpsPerBlock * 32, 0, stream>>>(args);
-    NVLLM_CUDA_CHECK_LAUNCH();
+    launch_kernel(qk_norm_rope_kernel<T>, grid, kWarpsPerBlock * 32, 0, stream, args);
   });
 }
 

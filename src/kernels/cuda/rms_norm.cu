@@ -2,22 +2,18 @@
 // squares, the second (re-reading the row, now in cache) normalizes; a thread reads and writes
 // only its own elements, so out may be x.
 #include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/elementwise_math.cuh"
 #include "kernels/cuda/elementwise_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/vec.cuh"
 
 namespace nanovllm::cuda {
 namespace {
 
-// HF's Qwen3RMSNorm: weight * (x * inv_rms).to(dtype), the product rounded to dtype again.
-template <typename T>
-__device__ __forceinline__ float normalize(float x, float inv_rms, float weight) {
-  return round_to<T>(x * inv_rms) * weight;
-}
-
 template <typename T, int kWidth>
 __global__ void rms_norm_kernel(const T* x, int64_t x_stride, const T* weight, float eps,
                                 int64_t hidden, T* out, int64_t out_stride) {
+  start_after_prior_kernels();
   const T* in_row = x + static_cast<int64_t>(blockIdx.x) * x_stride;
   T* out_row = out + static_cast<int64_t>(blockIdx.x) * out_stride;
   const int64_t first = static_cast<int64_t>(threadIdx.x) * kWidth;
@@ -30,8 +26,7 @@ __global__ void rms_norm_kernel(const T* x, int64_t x_stride, const T* weight, f
 #pragma unroll
     for (int j = 0; j < kWidth; ++j) sum_squares += v[j] * v[j];
   }
-  const float mean_square = block_sum(sum_squares) / static_cast<float>(hidden);
-  const float inv_rms = 1.0f / sqrtf(mean_square + eps);
+  const float inv_rms = inverse_rms(block_sum(sum_squares), hidden, eps);
 
   for (int64_t i = first; i < hidden; i += step) {
     float v[kWidth];
@@ -39,7 +34,7 @@ __global__ void rms_norm_kernel(const T* x, int64_t x_stride, const T* weight, f
     load_floats<T, kWidth>(in_row + i, v);
     load_floats<T, kWidth>(weight + i, w);
 #pragma unroll
-    for (int j = 0; j < kWidth; ++j) v[j] = normalize<T>(v[j], inv_rms, w[j]);
+    for (int j = 0; j < kWidth; ++j) v[j] = rms_normalize<T>(v[j], inv_rms, w[j]);
     store_floats<T, kWidth>(out_row + i, v);
   }
 }
@@ -47,6 +42,7 @@ __global__ void rms_norm_kernel(const T* x, int64_t x_stride, const T* weight, f
 template <typename T, int kWidth>
 __global__ void add_rms_norm_kernel(T* x, int64_t x_stride, T* residual, int64_t residual_stride,
                                     const T* weight, float eps, int64_t hidden) {
+  start_after_prior_kernels();
   T* x_row = x + static_cast<int64_t>(blockIdx.x) * x_stride;
   T* res_row = residual + static_cast<int64_t>(blockIdx.x) * residual_stride;
   const int64_t first = static_cast<int64_t>(threadIdx.x) * kWidth;
@@ -66,8 +62,7 @@ __global__ void add_rms_norm_kernel(T* x, int64_t x_stride, T* residual, int64_t
     }
     store_floats<T, kWidth>(res_row + i, r);
   }
-  const float mean_square = block_sum(sum_squares) / static_cast<float>(hidden);
-  const float inv_rms = 1.0f / sqrtf(mean_square + eps);
+  const float inv_rms = inverse_rms(block_sum(sum_squares), hidden, eps);
 
   // Each thread re-reads the residual elements it wrote itself above.
   for (int64_t i = first; i < hidden; i += step) {
@@ -76,7 +71,7 @@ __global__ void add_rms_norm_kernel(T* x, int64_t x_stride, T* residual, int64_t
     load_floats<T, kWidth>(res_row + i, r);
     load_floats<T, kWidth>(weight + i, w);
 #pragma unroll
-    for (int j = 0; j < kWidth; ++j) r[j] = normalize<T>(r[j], inv_rms, w[j]);
+    for (int j = 0; j < kWidth; ++j) r[j] = rms_normalize<T>(r[j], inv_rms, w[j]);
     store_floats<T, kWidth>(x_row + i, r);
   }
 }
@@ -95,13 +90,12 @@ void rms_norm(DType dtype, const void* x, int64_t x_stride, const void* weight, 
     const auto grid = static_cast<unsigned>(rows);
     if (vectorizable<T>({x, weight, out}, {hidden, x_stride, out_stride})) {
       constexpr int kWidth = kVecWidth<T>;
-      rms_norm_kernel<T, kWidth><<<grid, threads_for(hidden / kWidth), 0, stream>>>(
-          in, x_stride, w, eps, hidden, o, out_stride);
+      launch_kernel(rms_norm_kernel<T, kWidth>, grid, threads_for(hidden / kWidth), 0, stream, in,
+                    x_stride, w, eps, hidden, o, out_stride);
     } else {
-      rms_norm_kernel<T, 1>
-          <<<grid, threads_for(hidden), 0, stream>>>(in, x_stride, w, eps, hidden, o, out_stride);
+      launch_kernel(rms_norm_kernel<T, 1>, grid, threads_for(hidden), 0, stream, in, x_stride, w,
+                    eps, hidden, o, out_stride);
     }
-    NVLLM_CUDA_CHECK_LAUNCH();
   });
 }
 
@@ -118,13 +112,12 @@ void add_rms_norm(DType dtype, void* x, int64_t x_stride, void* residual, int64_
     const auto grid = static_cast<unsigned>(rows);
     if (vectorizable<T>({x, residual, weight}, {hidden, x_stride, residual_stride})) {
       constexpr int kWidth = kVecWidth<T>;
-      add_rms_norm_kernel<T, kWidth><<<grid, threads_for(hidden / kWidth), 0, stream>>>(
-          xs, x_stride, rs, residual_stride, w, eps, hidden);
+      launch_kernel(add_rms_norm_kernel<T, kWidth>, grid, threads_for(hidden / kWidth), 0, stream,
+                    xs, x_stride, rs, residual_stride, w, eps, hidden);
     } else {
-      add_rms_norm_kernel<T, 1><<<grid, threads_for(hidden), 0, stream>>>(
-          xs, x_stride, rs, residual_stride, w, eps, hidden);
+      launch_kernel(add_rms_norm_kernel<T, 1>, grid, threads_for(hidden), 0, stream, xs, x_stride,
+                    rs, residual_stride, w, eps, hidden);
     }
-    NVLLM_CUDA_CHECK_LAUNCH();
   });
 }
 

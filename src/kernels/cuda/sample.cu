@@ -3,7 +3,7 @@
 // take one CTA per row here (the draw itself is sample_draw.cuh's).
 #include <cmath>
 
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/sample_chunked.h"
 #include "kernels/cuda/sample_draw.cuh"
 #include "kernels/cuda/sampling_ops.h"
@@ -17,6 +17,7 @@ namespace {
 constexpr float kGreedyTemperature = SamplingParams::kGreedyTemperature;
 
 __global__ void __launch_bounds__(select::kSelectThreads, 2) sample_kernel(SamplingArgs args) {
+  start_after_prior_kernels();
   __shared__ select::SelectShared sh;
   const int64_t r = blockIdx.x;
   const int vocab = static_cast<int>(args.vocab);
@@ -65,8 +66,8 @@ void sample(const SamplingArgs& args, void* workspace, cudaStream_t stream) {
     sample_chunked(args, plan, workspace, stream);
     return;
   }
-  sample_kernel<<<static_cast<unsigned>(args.rows), select::kSelectThreads, 0, stream>>>(args);
-  NVLLM_CUDA_CHECK_LAUNCH();
+  launch_kernel(sample_kernel, static_cast<unsigned>(args.rows), select::kSelectThreads, 0, stream,
+                args);
 }
 
 }  // namespace nanovllm::cuda

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/sample_chunked.h"
 #include "kernels/cuda/sample_draw.cuh"
 #include "kernels/cuda/sampling_select.cuh"
@@ -67,6 +67,7 @@ __device__ __forceinline__ unsigned long long warp_max_of(const unsigned long lo
 
 __global__ void __launch_bounds__(select::kSelectThreads)
     chunk_max_kernel(SamplingArgs args, ChunkLayout layout) {
+  start_after_prior_kernels();
   __shared__ unsigned long long scratch[select::kSelectWarps];
   const int chunk = static_cast<int>(blockIdx.x);
   const int64_t r = blockIdx.y;
@@ -83,6 +84,7 @@ __global__ void __launch_bounds__(select::kSelectThreads)
 
 __global__ void __launch_bounds__(select::kSelectThreads, kCtasPerSm)
     chunk_draw_kernel(SamplingArgs args, ChunkLayout layout) {
+  start_after_prior_kernels();
   __shared__ select::SelectShared sh;
   __shared__ int last_chunk;
   const int chunk = static_cast<int>(blockIdx.x);
@@ -160,10 +162,8 @@ void sample_chunked(const SamplingArgs& args, const ChunkPlan& plan, void* works
                   chunked_workspace_bytes(args.rows, plan));
   const ChunkLayout layout = layout_of(workspace, args.rows, plan);
   const dim3 grid(static_cast<unsigned>(plan.chunks), static_cast<unsigned>(args.rows));
-  chunk_max_kernel<<<grid, select::kSelectThreads, 0, stream>>>(args, layout);
-  NVLLM_CUDA_CHECK_LAUNCH();
-  chunk_draw_kernel<<<grid, select::kSelectThreads, 0, stream>>>(args, layout);
-  NVLLM_CUDA_CHECK_LAUNCH();
+  launch_kernel(chunk_max_kernel, grid, select::kSelectThreads, 0, stream, args, layout);
+  launch_kernel(chunk_draw_kernel, grid, select::kSelectThreads, 0, stream, args, layout);
 }
 
 }  // namespace nanovllm::cuda

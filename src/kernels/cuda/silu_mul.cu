@@ -1,6 +1,7 @@
 // SwiGLU activation: out = silu(gate) * up over rows of gate_up = [gate | up]; one block per row.
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/elementwise_math.cuh"
 #include "kernels/cuda/elementwise_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/vec.cuh"
 
 namespace nanovllm::cuda {
@@ -9,6 +10,7 @@ namespace {
 template <typename T, int kWidth>
 __global__ void silu_mul_kernel(const T* gate_up, int64_t gate_up_stride, int64_t width, T* out,
                                 int64_t out_stride) {
+  start_after_prior_kernels();
   const T* gate = gate_up + static_cast<int64_t>(blockIdx.x) * gate_up_stride;  // [width]
   const T* up = gate + width;                                                   // [width]
   T* out_row = out + static_cast<int64_t>(blockIdx.x) * out_stride;
@@ -19,10 +21,7 @@ __global__ void silu_mul_kernel(const T* gate_up, int64_t gate_up_stride, int64_
     load_floats<T, kWidth>(gate + i, g);
     load_floats<T, kWidth>(up + i, u);
 #pragma unroll
-    for (int j = 0; j < kWidth; ++j) {
-      // HF rounds the activation to dtype before the product (act_fn(gate) * up).
-      g[j] = round_to<T>(g[j] / (1.0f + expf(-g[j]))) * u[j];
-    }
+    for (int j = 0; j < kWidth; ++j) g[j] = silu_times<T>(g[j], u[j]);
     store_floats<T, kWidth>(out_row + i, g);
   }
 }
@@ -40,13 +39,12 @@ void silu_mul(DType dtype, const void* gate_up, int64_t gate_up_stride, int64_t 
     const auto grid = static_cast<unsigned>(rows);
     if (vectorizable<T>({gate_up, out}, {width, gate_up_stride, out_stride})) {
       constexpr int kWidth = kVecWidth<T>;
-      silu_mul_kernel<T, kWidth><<<grid, threads_for(width / kWidth), 0, stream>>>(
-          in, gate_up_stride, width, o, out_stride);
+      launch_kernel(silu_mul_kernel<T, kWidth>, grid, threads_for(width / kWidth), 0, stream, in,
+                    gate_up_stride, width, o, out_stride);
     } else {
-      silu_mul_kernel<T, 1>
-          <<<grid, threads_for(width), 0, stream>>>(in, gate_up_stride, width, o, out_stride);
+      launch_kernel(silu_mul_kernel<T, 1>, grid, threads_for(width), 0, stream, in, gate_up_stride,
+                    width, o, out_stride);
     }
-    NVLLM_CUDA_CHECK_LAUNCH();
   });
 }
 

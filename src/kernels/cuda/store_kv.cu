@@ -1,6 +1,6 @@
 // Writes each token's k and v heads into its paged-cache slot: one block per token.
-#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/vec.cuh"
 
 namespace nanovllm::cuda {
@@ -10,6 +10,7 @@ template <typename T, int kWidth>
 __global__ void store_kv_kernel(const T* qkv, int64_t qkv_stride, int64_t q_size, int64_t kv_size,
                                 const int32_t* slot_mapping, int64_t num_slots, T* k_cache,
                                 T* v_cache) {
+  start_after_prior_kernels();
   const int64_t token = blockIdx.x;
   const int32_t slot = slot_mapping[token];
   // -1 marks a token whose KV is not stored; a kernel cannot throw, so a slot past the cache
@@ -43,15 +44,14 @@ void store_kv(const StoreKvArgs& args, cudaStream_t stream) {
     if (vectorizable<T>({args.qkv, args.k_cache, args.v_cache},
                         {args.qkv_stride, q_size, kv_size})) {
       constexpr int kWidth = kVecWidth<T>;
-      store_kv_kernel<T, kWidth><<<grid, threads_for(kv_size / kWidth), 0, stream>>>(
-          qkv, args.qkv_stride, q_size, kv_size, args.slot_mapping, args.num_slots, k_cache,
-          v_cache);
+      launch_kernel(store_kv_kernel<T, kWidth>, grid, threads_for(kv_size / kWidth), 0, stream, qkv,
+                    args.qkv_stride, q_size, kv_size, args.slot_mapping, args.num_slots, k_cache,
+                    v_cache);
     } else {
-      store_kv_kernel<T, 1><<<grid, threads_for(kv_size), 0, stream>>>(
-          qkv, args.qkv_stride, q_size, kv_size, args.slot_mapping, args.num_slots, k_cache,
-          v_cache);
+      launch_kernel(store_kv_kernel<T, 1>, grid, threads_for(kv_size), 0, stream, qkv,
+                    args.qkv_stride, q_size, kv_size, args.slot_mapping, args.num_slots, k_cache,
+                    v_cache);
     }
-    NVLLM_CUDA_CHECK_LAUNCH();
   });
 }
 

@@ -1,0 +1,184 @@
+// What one batch-1 (and batch-8) decode step of Qwen3-0.6B costs op by op: each op is timed in
+// a CUDA graph of many back-to-back calls, as the engine replays decode, so the figure includes
+// the launch-to-launch gap a real step pays. The GEMVs run over enough distinct weights that L2
+// cannot hold them and are compared with the device-to-device copy bandwidth; the small ops are
+// latency figures. The sum over a step's ops is printed beside the weight-streaming floor.
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "cuda_bench_util.h"
+#include "kernels/cuda/elementwise_ops.h"
+#include "kernels/cuda/gemv.h"
+
+namespace nanovllm {
+namespace {
+
+using namespace bench;
+
+// Qwen3-0.6B.
+constexpr int kHidden = 1024;
+constexpr int kIntermediate = 3072;
+constexpr int kNumHeads = 16;
+constexpr int kNumKvHeads = 8;
+constexpr int kHeadDim = 128;
+constexpr int kLayers = 28;
+constexpr int kVocab = 151936;
+constexpr int kQkvWidth = (kNumHeads + 2 * kNumKvHeads) * kHeadDim;
+constexpr int kMaxCopies = 64;
+constexpr int kSmallOpCalls = 200;
+
+struct GemvShape {
+  const char* name;
+  int64_t n, k;
+  int per_step;  // calls in one decode step
+  DType out_dtype;
+};
+
+struct Row {
+  std::string op;
+  int m;
+  double us;       // per call
+  double gbps;     // weight bytes per second; 0 for latency figures
+  double step_us;  // us x calls per step
+};
+
+// Microseconds per call of `m` x [n, k]^T, over distinct weights that L2 cannot hold.
+Row bench_gemv(const GemvShape& shape, int m, cudaStream_t stream, std::mt19937& rng) {
+  const size_t weight_bytes = size_t{2} * shape.n * shape.k;
+  const int copies = static_cast<int>(
+      std::clamp<size_t>((kMinBytesPerRun + weight_bytes - 1) / weight_bytes, 1, kMaxCopies));
+  DeviceBuffer weights(weight_bytes * copies);
+  fill_random_bf16(weights.get(), weight_bytes * copies, rng);
+  DeviceBuffer x(size_t{2} * m * shape.k);
+  fill_random_bf16(x.get(), size_t{2} * m * shape.k, rng);
+  DeviceBuffer out(dtype_size(shape.out_dtype) * m * shape.n);
+  cuda::GemvArgs args{DType::kBF16, shape.out_dtype, x.get(), shape.k, nullptr, shape.k,
+                      out.get(),    shape.n,         m,       shape.n, shape.k};
+  const double ms = time_graph_ms(stream, [&] {
+    for (int c = 0; c < copies; ++c) {
+      args.weight = weights.get<char>() + c * weight_bytes;
+      cuda::gemv(args, stream);
+    }
+  });
+  const double us = ms * 1e3 / copies;
+  return {fmt::format("gemv {} [{}x{}]", shape.name, shape.n, shape.k), m, us,
+          weight_bytes / (us * 1e-6) / 1e9, us * shape.per_step};
+}
+
+// Microseconds per call of `op` (one decode step's worth of rows), back to back.
+template <typename Op>
+Row bench_small(const char* name, int m, int per_step, cudaStream_t stream, Op op) {
+  const double ms = time_graph_ms(stream, [&] {
+    for (int i = 0; i < kSmallOpCalls; ++i) op();
+  });
+  const double us = ms * 1e3 / kSmallOpCalls;
+  return {name, m, us, 0.0, us * per_step};
+}
+
+std::vector<Row> bench_batch(int m, cudaStream_t stream, std::mt19937& rng) {
+  const GemvShape shapes[] = {
+      {"qkv_proj", kQkvWidth, kHidden, kLayers, DType::kBF16},
+      {"o_proj", kHidden, kNumHeads * kHeadDim, kLayers, DType::kBF16},
+      {"gate_up_proj", 2 * kIntermediate, kHidden, kLayers, DType::kBF16},
+      {"down_proj", kHidden, kIntermediate, kLayers, DType::kBF16},
+      {"lm_head", kVocab, kHidden, 1, DType::kF32},
+  };
+  std::vector<Row> rows;
+  for (const GemvShape& shape : shapes) rows.push_back(bench_gemv(shape, m, stream, rng));
+
+  DeviceBuffer h(size_t{2} * m * kHidden), residual(size_t{2} * m * kHidden);
+  DeviceBuffer norm_weight(size_t{2} * kHidden);
+  DeviceBuffer gate_up(size_t{2} * m * 2 * kIntermediate), act(size_t{2} * m * kIntermediate);
+  DeviceBuffer qkv(size_t{2} * m * kQkvWidth);
+  DeviceBuffer head_norm(size_t{2} * kHeadDim);
+  constexpr int kPositions = 4096;
+  DeviceBuffer cos_sin(sizeof(float) * kPositions * kHeadDim);
+  constexpr int kSlots = 4096;
+  DeviceBuffer k_cache(size_t{2} * kSlots * kNumKvHeads * kHeadDim);
+  DeviceBuffer v_cache(size_t{2} * kSlots * kNumKvHeads * kHeadDim);
+  std::vector<int32_t> host_positions(m), host_slots(m);
+  for (int i = 0; i < m; ++i) host_positions[i] = host_slots[i] = 640 + 700 * i;
+  DeviceBuffer positions(sizeof(int32_t) * m), slots(sizeof(int32_t) * m);
+  NVLLM_CUDA_CHECK(cudaMemcpy(positions.get(), host_positions.data(), sizeof(int32_t) * m,
+                              cudaMemcpyHostToDevice));
+  NVLLM_CUDA_CHECK(
+      cudaMemcpy(slots.get(), host_slots.data(), sizeof(int32_t) * m, cudaMemcpyHostToDevice));
+  for (DeviceBuffer* b : {&h, &residual, &norm_weight, &gate_up, &qkv, &head_norm}) {
+    NVLLM_CUDA_CHECK(cudaMemset(b->get(), 0, 2));  // values are irrelevant to the timing
+  }
+  NVLLM_CUDA_CHECK(cudaMemset(cos_sin.get(), 0, sizeof(float) * kPositions * kHeadDim));
+
+  // Layer 0's input norm is a plain rms_norm: counted as one more add_rms_norm.
+  rows.push_back(bench_small("add_rms_norm", m, 2 * kLayers + 1, stream, [&] {
+    cuda::add_rms_norm(DType::kBF16, h.get(), kHidden, residual.get(), kHidden, norm_weight.get(),
+                       1e-6f, m, kHidden, stream);
+  }));
+  rows.push_back(bench_small("qk_norm_rope + store_kv", m, kLayers, stream, [&] {
+    cuda::QkNormRopeArgs args;
+    args.qkv = qkv.get();
+    args.qkv_stride = kQkvWidth;
+    args.tokens = m;
+    args.num_heads = kNumHeads;
+    args.num_kv_heads = kNumKvHeads;
+    args.head_dim = kHeadDim;
+    args.q_norm = head_norm.get();
+    args.k_norm = head_norm.get();
+    args.positions = positions.get<int32_t>();
+    args.cos_sin = cos_sin.get<float>();
+    args.max_positions = kPositions;
+    args.slot_mapping = slots.get<int32_t>();
+    args.num_slots = kSlots;
+    args.k_cache = k_cache.get();
+    args.v_cache = v_cache.get();
+    cuda::qk_norm_rope(args, stream);
+  }));
+  rows.push_back(bench_small("silu_mul", m, kLayers, stream, [&] {
+    cuda::silu_mul(DType::kBF16, gate_up.get(), 2 * kIntermediate, m, kIntermediate, act.get(),
+                   kIntermediate, stream);
+  }));
+  return rows;
+}
+
+int run(cudaStream_t stream, const cudaDeviceProp& prop) {
+  std::mt19937 rng(0);
+  const double copy_gbps = copy_bandwidth(stream);
+  fmt::print("device: {} ({} SMs), device-to-device copy {:.0f} GB/s (read + write)\n", prop.name,
+             prop.multiProcessorCount, copy_gbps);
+  fmt::print("decode ops of Qwen3-0.6B (bf16), each in a graph of back-to-back calls\n\n");
+  fmt::print("| op | rows | us / call | GB/s | % of copy | us / step |\n");
+  fmt::print("| --- | ---: | ---: | ---: | ---: | ---: |\n");
+  for (int m : {1, 8}) {
+    double step_us = 0.0;
+    for (const Row& r : bench_batch(m, stream, rng)) {
+      step_us += r.step_us;
+      const std::string bandwidth =
+          r.gbps > 0 ? fmt::format("{:.0f} | {:.1f}", r.gbps, 100.0 * r.gbps / copy_gbps) : "|";
+      fmt::print("| {} | {} | {:.2f} | {} | {:.1f} |\n", r.op, r.m, r.us, bandwidth, r.step_us);
+      std::fflush(stdout);
+    }
+    const double weight_bytes =
+        2.0 * (kLayers * (double(kQkvWidth) * kHidden + kHidden * kNumHeads * kHeadDim +
+                          3.0 * kIntermediate * kHidden) +
+               double(kVocab) * kHidden);
+    fmt::print("| sum over a step, rows {} (no attention, sampling) | | | | | {:.1f} |\n", m,
+               step_us);
+    fmt::print("| weight-streaming floor, rows {} | | | | | {:.1f} |\n", m,
+               weight_bytes / (copy_gbps * 1e9) * 1e6);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace nanovllm
+
+int main() {
+  return nanovllm::bench::bench_main("decode_ops_bench", nanovllm::run);
+}
