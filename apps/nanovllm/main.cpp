@@ -25,7 +25,13 @@ int main(int argc, char** argv) {
   CLI::App* tokenize_command = nanovllm::add_tokenize_command(app, tokenize);
   CLI::App* bench_command = nanovllm::add_bench_command(app, bench);
   CLI::App* serve_command = nanovllm::add_serve_command(app, serve);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    // --help exits 0; any other usage error is bad setup like a bad model directory: status 2,
+    // not CLI11's own 100-odd codes.
+    return app.exit(error) == 0 ? 0 : 2;
+  }
   try {
     if (generate_command->parsed()) return nanovllm::run_generate(generate);
     if (tokenize_command->parsed()) return nanovllm::run_tokenize(tokenize);

@@ -166,6 +166,18 @@ def test_bad_engine_flag_is_a_clear_error():
     assert code == 2 and "block" in err
 
 
+@pytest.mark.parametrize("args,needle", [
+    (["generate", "--prompt", "x"], "--model"),  # a required flag missing
+    (["generate", "--model", UNTIED, "--max-num-seqs", "many"], "--max-num-seqs"),
+    (["generate", "--model", UNTIED, "--no-such-flag"], "--no-such-flag"),
+    ([], "subcommand"),
+])
+def test_a_bad_command_line_is_bad_setup(args, needle):
+    code, rows, err = run(args)
+    assert code == 2 and rows == [], err
+    assert needle in err, err
+
+
 def interruptible_requests(num_short, num_long):
     """Short requests first, then ones that run for a long while on the CPU (the tied model's
     151,936-row LM head and vocabulary make every step slow)."""
