@@ -4,6 +4,9 @@
 //   the rest zero), so every K/V byte is read once;
 // - each of its 4 warps streams its own 16-key chunks through a private cp.async ring of
 //   kStages chunks (no CTA-wide barrier in the loop), with an online softmax in registers;
+// - with args.qk_norm_rope set, q and this step's k arrive raw: the CTA normalizes and rotates
+//   its query heads itself, and the warp that owns this step's key stores it to the cache and
+//   into its staged chunk, so no separate qk_norm_rope kernel (and its round trip) runs first;
 // - split-KV: blockIdx.x picks a slice of the keys when there are too few (seq, kv head) pairs
 //   to fill the GPU; slices write normalized partials plus (max, sum) to the workspace, and the
 //   last slice of a (sequence, kv head) to finish, found with a counter, merges them by
@@ -16,6 +19,8 @@
 #include "core/check.h"
 #include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/attention_mma.cuh"
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/elementwise_math.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace nanovllm::cuda::attention {
@@ -61,6 +66,33 @@ struct DecodeLayout {
     return static_cast<size_t>(kQElems + kDecodeWarps * kWarpElems) * sizeof(T);
   }
 };
+
+// Lane `lane`'s rotation pairs (i, i + kHeadDim / 2), i = lane + 32 p, of a raw q or k head
+// after qk_norm_rope()'s per-head RMSNorm and rotary, rounded exactly as it does. Called by
+// whole warps.
+template <typename T, int kHeadDim>
+__device__ __forceinline__ void normalize_rotate_head(const T* head, const T* weight,
+                                                      const float* cos, bool valid, float eps,
+                                                      int lane, T (&first)[kHeadDim / 64],
+                                                      T (&second)[kHeadDim / 64]) {
+  constexpr int kHalf = kHeadDim / 2;
+  constexpr int kPairs = kHeadDim / 64;
+  float a[kPairs], b[kPairs];
+  float sum_squares = 0.0f;
+#pragma unroll
+  for (int p = 0; p < kPairs; ++p) {
+    a[p] = to_float(head[lane + 32 * p]);
+    b[p] = to_float(head[lane + 32 * p + kHalf]);
+    sum_squares = add_pair_squares(sum_squares, a[p], b[p]);  // qk_norm_rope's order
+  }
+  const float inv_rms = inverse_rms(warp_sum(sum_squares), kHeadDim, eps);
+#pragma unroll
+  for (int p = 0; p < kPairs; ++p) {
+    const int i = lane + 32 * p;
+    normalize_rotate_pair<T>(a[p], b[p], inv_rms, to_float(weight[i]), to_float(weight[i + kHalf]),
+                             cos[i], cos[i + kHalf], valid, first[p], second[p]);
+  }
+}
 
 // out[q_row, q_head, d] = sum over the splits that held keys of partial * sum * 2^(max - M),
 // divided by the same without partial. Called by whole warps (lanes share the statistics by
@@ -130,6 +162,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   if (q_len == 0) return;  // no query row (uniform over the CTA)
   const int context = args.context_lens[seq];
   const int group = args.num_heads / args.num_kv_heads;
+  // The fused q/k norm's position and cache slot are metadata too.
+  const QkNormRopeArgs& fused = args.qk_norm_rope;
+  const bool fuse_qk_norm = fused.qkv != nullptr;
+  const int32_t position = fuse_qk_norm ? fused.positions[q_row] : 0;
+  const int32_t new_key_slot = fuse_qk_norm ? fused.slot_mapping[q_row] : -1;
 
   // This split's chunks [chunk_begin, chunk_end); warp w takes chunk_begin + w + 4 i.
   const int num_chunks = (context + kChunkKeys - 1) / kChunkKeys;
@@ -185,15 +222,72 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   // q tile, while the first chunks are in flight: row g < group is query head
   // kv_head * group + g of the row; the rest are zero.
   constexpr int kPieces = kHeadDim / 8;
-  const T* q_src = static_cast<const T*>(args.qkv) +
-                   static_cast<int64_t>(q_row) * args.qkv_row_stride +
-                   static_cast<int64_t>(kv_head) * group * kHeadDim;
+  constexpr int kHalf = kHeadDim / 2;
+  constexpr int kPairs = kHeadDim / 64;  // rotation pairs per lane
+  const T* qkv_row =
+      static_cast<const T*>(args.qkv) + static_cast<int64_t>(q_row) * args.qkv_row_stride;
+  const T* q_src = qkv_row + static_cast<int64_t>(kv_head) * group * kHeadDim;
+  // Rows the q heads do not fill are zero; raw heads are copied, or normalized and rotated by
+  // warp r % kDecodeWarps when fused.
+  const int copied_rows = fuse_qk_norm ? 0 : group;
   for (int i = threadIdx.x; i < 16 * kPieces; i += blockDim.x) {
     const int r = i / kPieces;
     const int piece = i % kPieces;
+    if (fuse_qk_norm && r < group) continue;
     uint4 value = make_uint4(0, 0, 0, 0);
-    if (r < group) value = *reinterpret_cast<const uint4*>(q_src + r * kHeadDim + piece * 8);
+    if (r < copied_rows) value = *reinterpret_cast<const uint4*>(q_src + r * kHeadDim + piece * 8);
     *reinterpret_cast<uint4*>(sq + r * Layout::kRow + piece * 8) = value;
+  }
+  const bool position_valid = position >= 0 && position < fused.max_positions;
+  const float* cos =
+      fused.cos_sin + (fuse_qk_norm && position_valid ? int64_t{position} * kHeadDim : 0);
+  if (fuse_qk_norm) {
+    for (int r = warp; r < group; r += kDecodeWarps) {
+      T first[kPairs], second[kPairs];
+      normalize_rotate_head<T, kHeadDim>(q_src + r * kHeadDim, static_cast<const T*>(fused.q_norm),
+                                         cos, position_valid, fused.eps, lane, first, second);
+#pragma unroll
+      for (int p = 0; p < kPairs; ++p) {
+        sq[r * Layout::kRow + lane + 32 * p] = first[p];
+        sq[r * Layout::kRow + lane + 32 * p + kHalf] = second[p];
+      }
+    }
+  }
+
+  // Fused: the warp whose chunks hold this step's key (position context - 1) makes it from
+  // the raw k head, stores it and the v head to the cache, and writes both into that chunk's
+  // staged copy once it lands (the copy may predate the store). Without a slot to store to,
+  // the cache is read as it is, as it would be after qk_norm_rope skipped the store.
+  int new_key_iteration = -1;            // of this warp's loop; -1: not this warp's
+  T new_k[2][kPairs], new_v[2][kPairs];  // [first, second of each pair][pair]
+  const int new_key_row = (context - 1) % kChunkKeys;
+  if (fuse_qk_norm && context > 0 && new_key_slot >= 0 && new_key_slot < fused.num_slots) {
+    const int new_chunk = (context - 1) / kChunkKeys;
+    if (new_chunk >= chunk_begin && new_chunk < chunk_end &&
+        (new_chunk - chunk_begin) % kDecodeWarps == warp) {
+      new_key_iteration = (new_chunk - chunk_begin) / kDecodeWarps;
+      const T* k_src = qkv_row + static_cast<int64_t>(args.num_heads + kv_head) * kHeadDim;
+      const T* v_src =
+          qkv_row + static_cast<int64_t>(args.num_heads + args.num_kv_heads + kv_head) * kHeadDim;
+      normalize_rotate_head<T, kHeadDim>(k_src, static_cast<const T*>(fused.k_norm), cos,
+                                         position_valid, fused.eps, lane, new_k[0], new_k[1]);
+#pragma unroll
+      for (int p = 0; p < kPairs; ++p) {
+        new_v[0][p] = v_src[lane + 32 * p];
+        new_v[1][p] = v_src[lane + 32 * p + kHalf];
+      }
+      const int64_t offset =
+          (static_cast<int64_t>(new_key_slot) * args.num_kv_heads + kv_head) * kHeadDim;
+      T* k_dst = static_cast<T*>(fused.k_cache) + offset;
+      T* v_dst = static_cast<T*>(fused.v_cache) + offset;
+#pragma unroll
+      for (int p = 0; p < kPairs; ++p) {
+        k_dst[lane + 32 * p] = new_k[0][p];
+        k_dst[lane + 32 * p + kHalf] = new_k[1][p];
+        v_dst[lane + 32 * p] = new_v[0][p];
+        v_dst[lane + 32 * p + kHalf] = new_v[1][p];
+      }
+    }
   }
   __syncthreads();
   uint32_t qa[kHeadDim / 16][4];
@@ -211,6 +305,18 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   for (int i = 0; i < my_chunks; ++i) {
     cp_async_wait<Layout::kStages - 2>();  // chunk i has landed (this lane's copies)
     __syncwarp();  // ... and every lane's; every lane is also done reading chunk i - 1's slot
+    if (i == new_key_iteration) {
+      T* k_row = my_ring + (i % Layout::kStages) * Layout::kStageElems + new_key_row * Layout::kRow;
+      T* v_row = k_row + Layout::kChunkElems;
+#pragma unroll
+      for (int p = 0; p < kPairs; ++p) {
+        k_row[lane + 32 * p] = new_k[0][p];
+        k_row[lane + 32 * p + kHalf] = new_k[1][p];
+        v_row[lane + 32 * p] = new_v[0][p];
+        v_row[lane + 32 * p + kHalf] = new_v[1][p];
+      }
+      __syncwarp();
+    }
     const int block = next_block;
     next_block = block_of(i + Layout::kStages);
     if (i + Layout::kStages - 1 < my_chunks) load(i + Layout::kStages - 1, block);

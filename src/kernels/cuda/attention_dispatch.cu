@@ -68,6 +68,18 @@ void paged_attention(const PagedAttentionArgs& args, void* workspace, cudaStream
   NVLLM_CHECK_GE(args.qkv_row_stride, static_cast<int64_t>(args.num_heads) * args.head_dim);
   NVLLM_CHECK_GE(args.out_row_stride, static_cast<int64_t>(args.num_heads) * args.head_dim);
 
+  const QkNormRopeArgs& fused = args.qk_norm_rope;
+  if (fused.qkv != nullptr) {
+    NVLLM_CHECK_MSG(args.max_seqlen_q == 1 && args.dtype != DType::kF32,
+                    "attention: the q/k norm is fused in bf16/f16 decode only");
+    NVLLM_CHECK(fused.qkv == args.qkv && fused.qkv_stride == args.qkv_row_stride &&
+                fused.tokens == args.num_tokens && fused.dtype == args.dtype &&
+                fused.num_heads == args.num_heads && fused.num_kv_heads == args.num_kv_heads &&
+                fused.head_dim == args.head_dim && fused.k_cache == args.k_cache &&
+                fused.v_cache == args.v_cache);
+    NVLLM_CHECK(fused.q_norm != nullptr && fused.k_norm != nullptr && fused.positions != nullptr &&
+                fused.cos_sin != nullptr && fused.slot_mapping != nullptr);
+  }
   if (args.dtype == DType::kF32) {
     attention::launch_attention_f32(args, stream);
     return;
