@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "cuda_test_util.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/attention_ops.h"
 
 namespace nanovllm {
@@ -516,7 +517,10 @@ TEST(CudaAttentionSupport, RejectsGeometryTheKernelsDoNotCover) {
 
 // A captured decode launch is replayed for any context lengths, so its scratch size may depend
 // on the batch size and geometry only; prefill and f32 need none.
-TEST(CudaAttentionSupport, WorkspaceDependsOnBatchSizeOnly) {
+// A decode launch splits the keys only while there are fewer (sequence, kv head) pairs than
+// SMs, into at most a cluster's 8 CTAs, and by the batch size alone (a captured launch must
+// serve any context lengths).
+TEST(CudaAttentionSupport, DecodeSplitsDependOnBatchSizeOnly) {
   cuda::PagedAttentionArgs args;
   args.dtype = DType::kBF16;
   args.num_heads = 16;
@@ -525,17 +529,15 @@ TEST(CudaAttentionSupport, WorkspaceDependsOnBatchSizeOnly) {
   args.block_size = 256;
   args.max_seqlen_q = 1;
   args.num_sms = 132;
+  for (int seqs : {1, 2, 8, 16, 17, 256}) {
+    args.num_seqs = seqs;
+    const int splits = cuda::attention::decode_num_splits(args);
+    EXPECT_GE(splits, 1);
+    EXPECT_LE(splits, 8);
+    EXPECT_EQ(splits > 1, seqs * 8 < 132) << seqs << " sequences";
+  }
   args.num_seqs = 1;
-  const size_t one_seq = cuda::paged_attention_workspace_bytes(args);
-  EXPECT_GT(one_seq, 0u);  // a single sequence splits its keys
-  args.num_seqs = 256;
-  EXPECT_EQ(cuda::paged_attention_workspace_bytes(args), 0u);  // enough CTAs without splitting
-  args.num_seqs = 1;
-  args.max_seqlen_q = 300;
-  EXPECT_EQ(cuda::paged_attention_workspace_bytes(args), 0u);
-  args.max_seqlen_q = 1;
-  args.dtype = DType::kF32;
-  EXPECT_EQ(cuda::paged_attention_workspace_bytes(args), 0u);
+  EXPECT_EQ(cuda::attention::decode_num_splits(args), 8);
 }
 
 }  // namespace

@@ -46,12 +46,7 @@ void check_attention_support(int head_dim, int block_size, int num_heads, int nu
   }
 }
 
-size_t paged_attention_workspace_bytes(const PagedAttentionArgs& args) {
-  if (args.dtype == DType::kF32 || args.max_seqlen_q != 1) return 0;
-  return attention::decode_workspace_bytes(args);
-}
-
-void paged_attention(const PagedAttentionArgs& args, void* workspace, cudaStream_t stream) {
+void paged_attention(const PagedAttentionArgs& args, cudaStream_t stream) {
   check_attention_support(args.head_dim, args.block_size, args.num_heads, args.num_kv_heads,
                           args.dtype);
   NVLLM_CHECK_GE(args.num_seqs, 0);
@@ -95,7 +90,7 @@ void paged_attention(const PagedAttentionArgs& args, void* workspace, cudaStream
                   "attention out must be 4-byte aligned with an even row stride (stride {})",
                   args.out_row_stride);
   if (args.max_seqlen_q == 1) {
-    attention::launch_attention_decode(args, workspace, stream);
+    attention::launch_attention_decode(args, stream);
   } else {
     attention::launch_attention_prefill(args, stream);
   }

@@ -50,12 +50,7 @@ struct PagedAttentionArgs {
 void check_attention_support(int head_dim, int block_size, int num_heads, int num_kv_heads,
                              DType dtype);
 
-// Bytes of scratch paged_attention needs for this launch (split-KV partial results of bf16/f16
-// decode); 0 if none. Depends on num_seqs, the geometry and num_sms only, never on lengths.
-size_t paged_attention_workspace_bytes(const PagedAttentionArgs& args);
-
-// Runs attention; `workspace` holds at least paged_attention_workspace_bytes(args) bytes and
-// was zeroed when allocated (split-KV counters live in it and are left at zero).
-void paged_attention(const PagedAttentionArgs& args, void* workspace, cudaStream_t stream);
+// Runs attention: no scratch, no allocation, so it can be captured in a CUDA graph.
+void paged_attention(const PagedAttentionArgs& args, cudaStream_t stream);
 
 }  // namespace nanovllm::cuda

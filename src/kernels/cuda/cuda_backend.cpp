@@ -144,7 +144,6 @@ class CudaBackend final : public Backend {
   int num_sms_ = 0;
   StreamHandle stream_;
   std::unique_ptr<cuda::CublasLtLinear> linear_;
-  Buffer attention_scratch_;
   Buffer sampling_scratch_;
   std::vector<Buffer> retired_scratch_;  // outgrown scratch that graphs may still name
 };
@@ -486,9 +485,7 @@ void CudaBackend::run_attention(const Tensor& qkv, const LayerKVCache& cache,
   args.scale = scale;
   args.num_sms = num_sms_;
   args.qk_norm_rope = fused;
-  void* workspace =
-      grow_scratch(attention_scratch_, cuda::paged_attention_workspace_bytes(args), "attention");
-  cuda::paged_attention(args, workspace, stream());
+  cuda::paged_attention(args, stream());
 }
 
 void CudaBackend::silu_mul(const Tensor& gate_up, Tensor out) {
