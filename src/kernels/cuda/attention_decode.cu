@@ -221,8 +221,17 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   // the raw k head, stores it and the v head to the cache, and writes both into that chunk's
   // staged copy once it lands (the copy may predate the store). Without a slot to store to,
   // the cache is read as it is, as it would be after qk_norm_rope skipped the store.
-  int new_key_iteration = -1;            // of this warp's loop; -1: not this warp's
-  T new_k[2][kPairs], new_v[2][kPairs];  // [first, second of each pair][pair]
+  int new_key_iteration = -1;                           // of this warp's loop; -1: not this warp's
+  T new_k[2][kPairs], new_v[2][kPairs];                 // [first, second of each pair][pair]
+  const auto write_new_key = [&](T* k_dst, T* v_dst) {  // [kHeadDim] each
+#pragma unroll
+    for (int p = 0; p < kPairs; ++p) {
+      k_dst[lane + 32 * p] = new_k[0][p];
+      k_dst[lane + 32 * p + kHalf] = new_k[1][p];
+      v_dst[lane + 32 * p] = new_v[0][p];
+      v_dst[lane + 32 * p + kHalf] = new_v[1][p];
+    }
+  };
   const int new_key_row = (context - 1) % kChunkKeys;
   if (fuse_qk_norm && context > 0 && new_key_slot >= 0 && new_key_slot < fused.num_slots) {
     const int new_chunk = (context - 1) / kChunkKeys;
@@ -241,15 +250,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
       }
       const int64_t offset =
           (static_cast<int64_t>(new_key_slot) * args.num_kv_heads + kv_head) * kHeadDim;
-      T* k_dst = static_cast<T*>(fused.k_cache) + offset;
-      T* v_dst = static_cast<T*>(fused.v_cache) + offset;
-#pragma unroll
-      for (int p = 0; p < kPairs; ++p) {
-        k_dst[lane + 32 * p] = new_k[0][p];
-        k_dst[lane + 32 * p + kHalf] = new_k[1][p];
-        v_dst[lane + 32 * p] = new_v[0][p];
-        v_dst[lane + 32 * p + kHalf] = new_v[1][p];
-      }
+      write_new_key(static_cast<T*>(fused.k_cache) + offset,
+                    static_cast<T*>(fused.v_cache) + offset);
     }
   }
   __syncthreads();
@@ -270,14 +272,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     __syncwarp();  // ... and every lane's; every lane is also done reading chunk i - 1's slot
     if (i == new_key_iteration) {
       T* k_row = my_ring + (i % Layout::kStages) * Layout::kStageElems + new_key_row * Layout::kRow;
-      T* v_row = k_row + Layout::kChunkElems;
-#pragma unroll
-      for (int p = 0; p < kPairs; ++p) {
-        k_row[lane + 32 * p] = new_k[0][p];
-        k_row[lane + 32 * p + kHalf] = new_k[1][p];
-        v_row[lane + 32 * p] = new_v[0][p];
-        v_row[lane + 32 * p + kHalf] = new_v[1][p];
-      }
+      write_new_key(k_row, k_row + Layout::kChunkElems);
       __syncwarp();
     }
     const int block = next_block;
