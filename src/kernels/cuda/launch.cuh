@@ -52,6 +52,7 @@ void launch_kernel_in_clusters(dim3 cluster, void (*kernel)(Params...), dim3 gri
   NVLLM_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
 }
 
+// The same without clusters: what almost every kernel uses.
 template <typename... Params, typename... Args>
 void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                    cudaStream_t stream, Args&&... args) {
