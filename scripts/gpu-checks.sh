@@ -4,12 +4,12 @@
 # $OUT is set they are also packed into $OUT/gpu-checks-logs.tar.gz with the table in
 # $OUT/gpu-checks.txt.
 #   usage: scripts/gpu-checks.sh [SECTION...]
-#   sections: ops golden sanitizer hf attention bench peer (default: all, in that order)
+#   sections: ops golden sanitizer hf attention bench serve peer (default: all, in that order)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG_DIR=${LOG_DIR:-/tmp/gpu-checks}
 mkdir -p "$LOG_DIR"
-sections=${*:-ops golden sanitizer hf attention bench peer}
+sections=${*:-ops golden sanitizer hf attention bench serve peer}
 bin=$PWD/.gpu/bin
 export LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
@@ -51,7 +51,7 @@ if has sanitizer; then
       --no-progress --output "$LOG_DIR/memcheck_$dtype.jsonl"
   done
 fi
-if has hf || has bench || has peer; then
+if has hf || has bench || has serve || has peer; then
   python3 .gpu/peer/make_qwen3_checkpoint.py "$model" "$PWD/tests/data/qwen3-tokenizer" \
     >"$LOG_DIR/checkpoint.log" 2>&1 || { echo "making $model failed"; cat "$LOG_DIR/checkpoint.log"; }
 fi
@@ -73,6 +73,32 @@ if has bench; then
     while read -r line; do record "  nanovllm $log" "$line"; done \
       < <(grep -E '^(Total|batch-1|start-up)' "$LOG_DIR/$log.log")
   done
+fi
+if has serve; then
+  # `nanovllm serve` under guidellm (scripts/serve-bench.sh) at SERVE_RATES requests/s for
+  # SERVE_SECONDS each, with SERVE_FLAGS for the server. The machine has no internet: guidellm and the packages its image lacks
+  # come as wheels in .gpu/whl (scripts/gpu-pack.sh), installed apart and put on PYTHONPATH for
+  # this section alone. The JSON report goes to $OUT too.
+  site=/tmp/gpu-checks-site
+  if ! compgen -G ".gpu/whl/*.whl" >/dev/null; then
+    record serve_bench "FAIL (no wheels in .gpu/whl: scripts/gpu-pack.sh fetches them)"
+  elif ! { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target "$site" .gpu/whl/*.whl && PYTHONPATH="$site" python3 -c 'import guidellm.__main__'; } \
+    >"$LOG_DIR/serve_wheels.log" 2>&1; then
+    record serve_bench "FAIL (guidellm from .gpu/whl does not import, see serve_wheels.log)"
+    tail -n 30 "$LOG_DIR/serve_wheels.log"
+  else
+    read -ra serve_flags <<<"${SERVE_FLAGS:---device cuda --dtype bfloat16}"
+    check serve_bench env PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" \
+      RATES="${SERVE_RATES:-10,40,100}" SECONDS_PER_RATE="${SERVE_SECONDS:-20}" \
+      NANOVLLM_BIN="$bin/nanovllm" REPORT="$LOG_DIR/serve-bench.json" \
+      timeout 420 scripts/serve-bench.sh "$model" "${serve_flags[@]}"
+    while read -r line; do record "  serve" "$line"; done \
+      < <(grep -E '^rate .* req/s: ' "$LOG_DIR/serve_bench.log")
+    if [ -n "${OUT:-}" ] && [ -f "$LOG_DIR/serve-bench.json" ]; then
+      cp "$LOG_DIR/serve-bench.json" "$OUT/"
+    fi
+  fi
 fi
 if has peer; then
   (cd .gpu/peer && bash run.sh "$model" "$PWD/../../tests/data/qwen3-tokenizer") >"$LOG_DIR/peer.log" 2>&1

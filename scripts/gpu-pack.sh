@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the GPU binaries here and gathers what scripts/gpu-checks.sh needs on a GPU machine
 # that has the CUDA driver and toolkit libraries but none of this project's build dependencies:
-# .gpu/bin (the binaries), .gpu/lib (their non-system shared libraries) and .gpu/peer (a copy of
-# nano-vllm, to benchmark it in the same run). .gpu/ is ignored by git.
+# .gpu/bin (the binaries), .gpu/lib (their non-system shared libraries), .gpu/peer (a copy of
+# nano-vllm, to benchmark it in the same run) and .gpu/whl (guidellm's wheels for the serving
+# benchmark, tools/requirements-bench-gpu.txt). .gpu/ is ignored by git.
 #   usage: scripts/gpu-pack.sh [PEER_DIR]   (PEER_DIR defaults to ../shared/peer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +12,7 @@ peer=${1:-../shared/peer}
 targets="nanovllm cuda_kernels_test engine_golden_test attention_bench decode_ops_bench"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target $targets
-rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib
+rm -rf .gpu/bin .gpu/lib .gpu/peer && mkdir -p .gpu/bin .gpu/lib
 cp "$BUILD_DIR/apps/nanovllm" "$BUILD_DIR/tests/kernels/cuda_kernels_test" \
   "$BUILD_DIR/tests/e2e/engine_golden_test" "$BUILD_DIR/tests/kernels/attention_bench" \
   "$BUILD_DIR/tests/kernels/decode_ops_bench" .gpu/bin/
@@ -23,4 +24,16 @@ for binary in .gpu/bin/*; do
 done | sort -u | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux|libpthread|libdl|librt|libcuda|libcudart|libcublas|libcublasLt)[.-]' |
   xargs -r -I{} cp -L {} .gpu/lib/
 if [ -d "$peer" ]; then cp -r "$peer" .gpu/peer; fi
+# The GPU machine has Python 3.12 and no internet. A fresh download replaces .gpu/whl (one
+# version of each package); without one, wheels already there are kept.
+whl=$(mktemp -d)
+if python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d "$whl" \
+  -r tools/requirements-bench-gpu.txt; then
+  rm -rf .gpu/whl && mv "$whl" .gpu/whl
+else
+  rm -rf "$whl"
+  echo "warning: could not download guidellm's wheels; .gpu/whl is left as it was" >&2
+fi
 du -sh .gpu .gpu/*

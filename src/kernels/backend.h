@@ -150,6 +150,16 @@ class Backend {
                          const AttentionMetadata& metadata, const AttentionDims& dims, float scale,
                          Tensor out) = 0;
 
+  // qk_norm_rope_store_kv, then attention: the same out and cache, while qkv's q and k heads
+  // are left either normalized or as they were. One kernel on the GPU at decode.
+  virtual void qk_norm_rope_attention(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                      const Tensor& positions, const Tensor& cos_sin, float eps,
+                                      const AttentionDims& dims, const LayerKVCache& cache,
+                                      const AttentionMetadata& metadata, float scale, Tensor out) {
+    qk_norm_rope_store_kv(qkv, q_norm, k_norm, positions, cos_sin, eps, dims, cache, metadata);
+    attention(qkv, cache, metadata, dims, scale, out);
+  }
+
   // out = silu(gate) * up where gate_up = [gate | up].  gate_up [T, 2I]; out [T, I]
   virtual void silu_mul(const Tensor& gate_up, Tensor out) = 0;
 

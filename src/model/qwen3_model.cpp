@@ -207,10 +207,16 @@ Tensor Qwen3Model::forward(const ForwardBatch& batch, const std::vector<LayerKVC
 
     backend_.linear(h, w.qkv_proj, qkv);  // [T, (nq + 2 nkv) D]
     dump_layer(i, "qkv", qkv);
-    backend_.qk_norm_rope_store_kv(qkv, w.q_norm, w.k_norm, batch.positions, ws.cos_sin.tensor, eps,
-                                   dims, kv_cache[i], batch.attention);
-    dump_layer(i, "qk_rope", qkv);
-    backend_.attention(qkv, kv_cache[i], batch.attention, dims, scale, attn);  // [T, nq D]
+    if (dumper.enabled()) {  // the normalized q and k, which the fused op may not write back
+      backend_.qk_norm_rope_store_kv(qkv, w.q_norm, w.k_norm, batch.positions, ws.cos_sin.tensor,
+                                     eps, dims, kv_cache[i], batch.attention);
+      dump_layer(i, "qk_rope", qkv);
+      backend_.attention(qkv, kv_cache[i], batch.attention, dims, scale, attn);
+    } else {
+      backend_.qk_norm_rope_attention(qkv, w.q_norm, w.k_norm, batch.positions, ws.cos_sin.tensor,
+                                      eps, dims, kv_cache[i], batch.attention, scale,
+                                      attn);  // [T, nq D]
+    }
     dump_layer(i, "attn", attn);
     backend_.linear(attn, w.o_proj, h);  // [T, H]
     dump_layer(i, "attn_out", h);

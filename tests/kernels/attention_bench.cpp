@@ -89,14 +89,13 @@ Result bench_decode(int batch, int context, int num_sms, cudaStream_t stream, st
   args.block_size = kBlockSize;
   args.scale = 0.08838834764831845f;
   args.num_sms = num_sms;
-  DeviceBuffer workspace(cuda::paged_attention_workspace_bytes(args));
 
   const auto run_layers = [&] {
     for (int layer = 0; layer < layers; ++layer) {
       const char* layer_base = caches.get<char>() + layer * layer_bytes;
       args.k_cache = layer_base;
       args.v_cache = layer_base + cache_bytes;
-      cuda::paged_attention(args, workspace.get(), stream);
+      cuda::paged_attention(args, stream);
     }
   };
   const double ms = bench::time_graph_ms(stream, run_layers);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -16,6 +17,7 @@
 #include "core/check.h"
 #include "cuda_test_util.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/attention_ops.h"
 
 namespace nanovllm {
@@ -29,6 +31,7 @@ using test::poison;
 using test::random_floats;
 using test::relative_tolerance;
 using test::round_to;
+using test::upload_floats;
 
 constexpr DType kDtypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 
@@ -364,6 +367,124 @@ TEST(CudaAttention, DecodeReusesLaunchForNewContextLengths) {
   }
 }
 
+// Float vectors equal bit for bit (NaN slots of the caches included).
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// The inputs qk_norm_rope needs beside a decode batch: this step's token sits at position
+// context - 1 and is stored at that position's slot (-1 for padding rows and for row 1, whose
+// store is skipped).
+struct QkNormInputs {
+  static constexpr int kMaxPositions = 4096;
+  DeviceTensor q_norm, k_norm, cos_sin, positions, slots;
+
+  QkNormInputs(Backend& gpu, DType dtype, const Batch& b, std::mt19937& rng)
+      : q_norm(upload_floats(gpu, dtype, {b.dims.head_dim},
+                             random_floats(b.dims.head_dim, rng, 0.5f, 1.5f))),
+        k_norm(upload_floats(gpu, dtype, {b.dims.head_dim},
+                             random_floats(b.dims.head_dim, rng, 0.5f, 1.5f))),
+        cos_sin(upload_floats(gpu, DType::kF32, {kMaxPositions, b.dims.head_dim},
+                              test::rotary_table(kMaxPositions, b.dims.head_dim))),
+        positions(gpu, DType::kI32, {b.num_seqs()}),
+        slots(gpu, DType::kI32, {b.num_seqs()}) {
+    upload(gpu, b);
+  }
+
+  void upload(Backend& gpu, const Batch& b) {
+    std::vector<int32_t> host_positions(b.num_seqs()), host_slots(b.num_seqs(), -1);
+    for (int s = 0; s < b.num_seqs(); ++s) {
+      const int32_t p = b.contexts[s] - 1;
+      host_positions[s] = std::max(p, 0);
+      if (p < 0 || s == 1) continue;
+      host_slots[s] =
+          b.block_tables[s * b.table_width + p / b.block_size] * b.block_size + p % b.block_size;
+    }
+    gpu.upload(positions.tensor(), host_positions.data());
+    gpu.upload(slots.tensor(), host_slots.data());
+  }
+
+  void separate(Backend& gpu, BatchTensors& t, const Batch& b) {
+    AttentionMetadata metadata = t.metadata;
+    metadata.slot_mapping = slots.tensor();
+    gpu.qk_norm_rope_store_kv(t.qkv.tensor(), q_norm.tensor(), k_norm.tensor(), positions.tensor(),
+                              cos_sin.tensor(), 1e-6f, b.dims, {t.k.tensor(), t.v.tensor()},
+                              metadata);
+    gpu.attention(t.qkv.tensor(), {t.k.tensor(), t.v.tensor()}, metadata, b.dims, b.scale,
+                  t.out.tensor());
+  }
+
+  void fused(Backend& gpu, BatchTensors& t, const Batch& b) {
+    AttentionMetadata metadata = t.metadata;
+    metadata.slot_mapping = slots.tensor();
+    gpu.qk_norm_rope_attention(t.qkv.tensor(), q_norm.tensor(), k_norm.tensor(), positions.tensor(),
+                               cos_sin.tensor(), 1e-6f, b.dims, {t.k.tensor(), t.v.tensor()},
+                               metadata, b.scale, t.out.tensor());
+  }
+};
+
+void expect_same_output_and_cache(Backend& gpu, BatchTensors& fused, BatchTensors& separate,
+                                  const std::string& what) {
+  EXPECT_TRUE(same_bits(download_floats(gpu, fused.out.tensor()),
+                        download_floats(gpu, separate.out.tensor())))
+      << what << ": output";
+  EXPECT_TRUE(
+      same_bits(download_floats(gpu, fused.k.tensor()), download_floats(gpu, separate.k.tensor())))
+      << what << ": k cache";
+  EXPECT_TRUE(
+      same_bits(download_floats(gpu, fused.v.tensor()), download_floats(gpu, separate.v.tensor())))
+      << what << ": v cache";
+}
+
+// qk_norm_rope_attention (one decode kernel in bf16/f16, the two ops in f32) against
+// qk_norm_rope_store_kv then attention on the same inputs: the same output and caches, bit for
+// bit, with this step's key at chunk and block edges, padding rows, a skipped store, with and
+// without split-KV; then captured once and replayed over new lengths.
+TEST(CudaAttention, DecodeWithFusedQkNormEqualsTheSeparateOps) {
+  NVLLM_REQUIRE_CUDA();
+  std::mt19937 rng(10);
+  const std::vector<DecodeCase> cases = {
+      {{16, 8, 128}, 256, {700}},
+      {{16, 8, 128}, 16, {1, 16, 17, 32, 33, 255, 256, 257, 0, 3000}},
+      {{8, 1, 64}, 32, {0, 1, 17, 2500, 16}},
+      {{4, 4, 128}, 64, random_contexts(70, 2000, rng)},
+      {{16, 4, 64}, 256, random_contexts(5, 3000, rng)},
+  };
+  for (DType dtype : kDtypes) {
+    auto gpu = make_cuda_backend(dtype);
+    for (const DecodeCase& c : cases) {
+      const std::vector<int32_t> q_lens(c.contexts.size(), 1);
+      const Batch b = make_batch(c.dims, c.block_size, q_lens, c.contexts, dtype, rng);
+      QkNormInputs inputs(*gpu, dtype, b, rng);
+      BatchTensors separate(*gpu, dtype, b), fused(*gpu, dtype, b);
+      inputs.separate(*gpu, separate, b);
+      poison(*gpu, fused.out.tensor());
+      inputs.fused(*gpu, fused, b);
+      expect_same_output_and_cache(*gpu, fused, separate, describe(b, dtype));
+    }
+
+    const AttentionDims dims{16, 8, 128};
+    const Capacity capacity{400, 200};
+    const std::vector<int32_t> q_lens(4, 1);
+    const Batch first = make_batch(dims, 16, q_lens, {900, 0, 33, 2}, dtype, rng, capacity);
+    const Batch next = make_batch(dims, 16, q_lens, {3100, 17, 1, 0}, dtype, rng, capacity);
+    QkNormInputs inputs(*gpu, dtype, first, rng);
+    BatchTensors separate(*gpu, dtype, first), fused(*gpu, dtype, first);
+    inputs.fused(*gpu, fused, first);  // sizes the scratch before the capture
+    const std::unique_ptr<CapturedGraph> graph =
+        gpu->capture([&] { inputs.fused(*gpu, fused, first); });
+    ASSERT_NE(graph, nullptr);
+    inputs.upload(*gpu, next);
+    separate.upload(*gpu, next);
+    fused.upload(*gpu, next);
+    inputs.separate(*gpu, separate, next);
+    poison(*gpu, fused.out.tensor());
+    graph->replay();
+    gpu->synchronize();
+    expect_same_output_and_cache(*gpu, fused, separate, "graph replay " + describe(next, dtype));
+  }
+}
+
 // The kernels' coverage is checked on the host, before any launch.
 TEST(CudaAttentionSupport, RejectsGeometryTheKernelsDoNotCover) {
   using cuda::check_attention_support;
@@ -396,7 +517,10 @@ TEST(CudaAttentionSupport, RejectsGeometryTheKernelsDoNotCover) {
 
 // A captured decode launch is replayed for any context lengths, so its scratch size may depend
 // on the batch size and geometry only; prefill and f32 need none.
-TEST(CudaAttentionSupport, WorkspaceDependsOnBatchSizeOnly) {
+// A decode launch splits the keys only while there are fewer (sequence, kv head) pairs than
+// SMs, into at most a cluster's 8 CTAs, and by the batch size alone (a captured launch must
+// serve any context lengths).
+TEST(CudaAttentionSupport, DecodeSplitsDependOnBatchSizeOnly) {
   cuda::PagedAttentionArgs args;
   args.dtype = DType::kBF16;
   args.num_heads = 16;
@@ -405,17 +529,15 @@ TEST(CudaAttentionSupport, WorkspaceDependsOnBatchSizeOnly) {
   args.block_size = 256;
   args.max_seqlen_q = 1;
   args.num_sms = 132;
+  for (int seqs : {1, 2, 8, 16, 17, 256}) {
+    args.num_seqs = seqs;
+    const int splits = cuda::attention::decode_num_splits(args);
+    EXPECT_GE(splits, 1);
+    EXPECT_LE(splits, 8);
+    EXPECT_EQ(splits > 1, seqs * 8 < 132) << seqs << " sequences";
+  }
   args.num_seqs = 1;
-  const size_t one_seq = cuda::paged_attention_workspace_bytes(args);
-  EXPECT_GT(one_seq, 0u);  // a single sequence splits its keys
-  args.num_seqs = 256;
-  EXPECT_EQ(cuda::paged_attention_workspace_bytes(args), 0u);  // enough CTAs without splitting
-  args.num_seqs = 1;
-  args.max_seqlen_q = 300;
-  EXPECT_EQ(cuda::paged_attention_workspace_bytes(args), 0u);
-  args.max_seqlen_q = 1;
-  args.dtype = DType::kF32;
-  EXPECT_EQ(cuda::paged_attention_workspace_bytes(args), 0u);
+  EXPECT_EQ(cuda::attention::decode_num_splits(args), 8);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // a CUDA graph of many back-to-back calls, as the engine replays decode, so the figure includes
 // the launch-to-launch gap a real step pays. The GEMVs run over enough distinct weights that L2
 // cannot hold them and are compared with the device-to-device copy bandwidth; the small ops are
-// latency figures. The sum over a step's ops is printed beside the weight-streaming floor.
+// latency figures. The sum over a step's ops is printed beside the weight-streaming floor. The
+// q/k norm and rotary run inside decode attention (attention_bench times attention alone).
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -50,11 +51,15 @@ struct Row {
   double step_us;  // us x calls per step
 };
 
-// Microseconds per call of `m` x [n, k]^T, over distinct weights that L2 cannot hold.
-Row bench_gemv(const GemvShape& shape, int m, cudaStream_t stream, std::mt19937& rng) {
+// Microseconds per call of `m` x [n, k]^T, over distinct weights that L2 cannot hold, or with
+// `in_l2` over one weight again and again (what a weight prefetched into L2 costs).
+Row bench_gemv(const GemvShape& shape, int m, bool in_l2, cudaStream_t stream, std::mt19937& rng) {
   const size_t weight_bytes = size_t{2} * shape.n * shape.k;
-  const int copies = static_cast<int>(
-      std::clamp<size_t>((kMinBytesPerRun + weight_bytes - 1) / weight_bytes, 1, kMaxCopies));
+  const int copies = in_l2
+                         ? 1
+                         : static_cast<int>(std::clamp<size_t>(
+                               (kMinBytesPerRun + weight_bytes - 1) / weight_bytes, 1, kMaxCopies));
+  const int calls = in_l2 ? kMaxCopies : copies;
   DeviceBuffer weights(weight_bytes * copies);
   fill_random_bf16(weights.get(), weight_bytes * copies, rng);
   DeviceBuffer x(size_t{2} * m * shape.k);
@@ -63,14 +68,14 @@ Row bench_gemv(const GemvShape& shape, int m, cudaStream_t stream, std::mt19937&
   cuda::GemvArgs args{DType::kBF16, shape.out_dtype, x.get(), shape.k, nullptr, shape.k,
                       out.get(),    shape.n,         m,       shape.n, shape.k};
   const double ms = time_graph_ms(stream, [&] {
-    for (int c = 0; c < copies; ++c) {
-      args.weight = weights.get<char>() + c * weight_bytes;
+    for (int c = 0; c < calls; ++c) {
+      args.weight = weights.get<char>() + (c % copies) * weight_bytes;
       cuda::gemv(args, stream);
     }
   });
-  const double us = ms * 1e3 / copies;
-  return {fmt::format("gemv {} [{}x{}]", shape.name, shape.n, shape.k), m, us,
-          weight_bytes / (us * 1e-6) / 1e9, us * shape.per_step};
+  const double us = ms * 1e3 / calls;
+  return {fmt::format("gemv {} [{}x{}]{}", shape.name, shape.n, shape.k, in_l2 ? ", in L2" : ""), m,
+          us, weight_bytes / (us * 1e-6) / 1e9, in_l2 ? 0.0 : us * shape.per_step};
 }
 
 // Microseconds per call of `op` (one decode step's worth of rows), back to back.
@@ -92,53 +97,22 @@ std::vector<Row> bench_batch(int m, cudaStream_t stream, std::mt19937& rng) {
       {"lm_head", kVocab, kHidden, 1, DType::kF32},
   };
   std::vector<Row> rows;
-  for (const GemvShape& shape : shapes) rows.push_back(bench_gemv(shape, m, stream, rng));
+  for (const GemvShape& shape : shapes) rows.push_back(bench_gemv(shape, m, false, stream, rng));
+  for (const GemvShape& shape : shapes) {
+    if (shape.per_step > 1) rows.push_back(bench_gemv(shape, m, true, stream, rng));
+  }
 
   DeviceBuffer h(size_t{2} * m * kHidden), residual(size_t{2} * m * kHidden);
   DeviceBuffer norm_weight(size_t{2} * kHidden);
   DeviceBuffer gate_up(size_t{2} * m * 2 * kIntermediate), act(size_t{2} * m * kIntermediate);
-  DeviceBuffer qkv(size_t{2} * m * kQkvWidth);
-  DeviceBuffer head_norm(size_t{2} * kHeadDim);
-  constexpr int kPositions = 4096;
-  DeviceBuffer cos_sin(sizeof(float) * kPositions * kHeadDim);
-  constexpr int kSlots = 4096;
-  DeviceBuffer k_cache(size_t{2} * kSlots * kNumKvHeads * kHeadDim);
-  DeviceBuffer v_cache(size_t{2} * kSlots * kNumKvHeads * kHeadDim);
-  std::vector<int32_t> host_positions(m), host_slots(m);
-  for (int i = 0; i < m; ++i) host_positions[i] = host_slots[i] = 640 + 700 * i;
-  DeviceBuffer positions(sizeof(int32_t) * m), slots(sizeof(int32_t) * m);
-  NVLLM_CUDA_CHECK(cudaMemcpy(positions.get(), host_positions.data(), sizeof(int32_t) * m,
-                              cudaMemcpyHostToDevice));
-  NVLLM_CUDA_CHECK(
-      cudaMemcpy(slots.get(), host_slots.data(), sizeof(int32_t) * m, cudaMemcpyHostToDevice));
-  for (DeviceBuffer* b : {&h, &residual, &norm_weight, &gate_up, &qkv, &head_norm}) {
+  for (DeviceBuffer* b : {&h, &residual, &norm_weight, &gate_up}) {
     NVLLM_CUDA_CHECK(cudaMemset(b->get(), 0, 2));  // values are irrelevant to the timing
   }
-  NVLLM_CUDA_CHECK(cudaMemset(cos_sin.get(), 0, sizeof(float) * kPositions * kHeadDim));
 
   // Layer 0's input norm is a plain rms_norm: counted as one more add_rms_norm.
   rows.push_back(bench_small("add_rms_norm", m, 2 * kLayers + 1, stream, [&] {
     cuda::add_rms_norm(DType::kBF16, h.get(), kHidden, residual.get(), kHidden, norm_weight.get(),
                        1e-6f, m, kHidden, stream);
-  }));
-  rows.push_back(bench_small("qk_norm_rope + store_kv", m, kLayers, stream, [&] {
-    cuda::QkNormRopeArgs args;
-    args.qkv = qkv.get();
-    args.qkv_stride = kQkvWidth;
-    args.tokens = m;
-    args.num_heads = kNumHeads;
-    args.num_kv_heads = kNumKvHeads;
-    args.head_dim = kHeadDim;
-    args.q_norm = head_norm.get();
-    args.k_norm = head_norm.get();
-    args.positions = positions.get<int32_t>();
-    args.cos_sin = cos_sin.get<float>();
-    args.max_positions = kPositions;
-    args.slot_mapping = slots.get<int32_t>();
-    args.num_slots = kSlots;
-    args.k_cache = k_cache.get();
-    args.v_cache = v_cache.get();
-    cuda::qk_norm_rope(args, stream);
   }));
   rows.push_back(bench_small("silu_mul", m, kLayers, stream, [&] {
     cuda::silu_mul(DType::kBF16, gate_up.get(), 2 * kIntermediate, m, kIntermediate, act.get(),

@@ -4,18 +4,25 @@
 //   the rest zero), so every K/V byte is read once;
 // - each of its 4 warps streams its own 16-key chunks through a private cp.async ring of
 //   kStages chunks (no CTA-wide barrier in the loop), with an online softmax in registers;
+// - with args.qk_norm_rope set, q and this step's k arrive raw: the CTA normalizes and rotates
+//   its query heads itself, and the warp that owns this step's key stores it to the cache and
+//   into its staged chunk, so no separate qk_norm_rope kernel (and its round trip) runs first;
 // - split-KV: blockIdx.x picks a slice of the keys when there are too few (seq, kv head) pairs
-//   to fill the GPU; slices write normalized partials plus (max, sum) to the workspace, and the
-//   last slice of a (sequence, kv head) to finish, found with a counter, merges them by
-//   log-sum-exp (no second kernel: at batch 1 its launch would cost as much as the merge).
+//   to fill the GPU; the splits of a (sequence, kv head) run as one thread block cluster and
+//   merge their partials by log-sum-exp through each other's shared memory (no second kernel,
+//   no round trip through global memory).
 // The launch depends only on num_seqs and the geometry; context lengths are read in-kernel, so
 // a captured launch can be replayed for any lengths.
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <cmath>
 
 #include "core/check.h"
 #include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/attention_mma.cuh"
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/elementwise_math.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace nanovllm::cuda::attention {
@@ -33,16 +40,7 @@ __device__ __forceinline__ int chunks_per_split(int num_chunks, int num_splits) 
 }
 constexpr int kMaxGroup = 8;   // query heads per kv head: rows 0..7 of the MMA tile
 constexpr int kCtasPerSm = 2;  // resident decode CTAs per SM (shared memory allows 2)
-constexpr int kMaxSplits = 64;
-static_assert(kMaxSplits <= 64, "the merge reads at most two splits' statistics per lane");
-
-// Split-KV scratch, carved from the workspace: all null with one split.
-struct DecodeWorkspace {
-  int num_splits = 1;
-  float* partial_out = nullptr;     // f32 [num_seqs, num_heads, num_splits, head_dim]
-  float2* partial_stats = nullptr;  // (max, sum) [num_seqs, num_heads, num_splits]
-  int* counters = nullptr;          // [num_seqs, num_kv_heads] (< num_sms), zero between launches
-};
+constexpr int kMaxSplits = 8;  // the portable thread block cluster size
 
 template <int kHeadDim>
 struct DecodeLayout {
@@ -56,57 +54,52 @@ struct DecodeLayout {
   // unnormalized output [kHeadDim], then the row maxima and sums.
   static constexpr int kMergeFloats = kDecodeWarps * kMaxGroup * (kHeadDim + 2);
 
+  // Then, past the ring, this split's normalized output [kMaxGroup][kHeadDim] and (max, sum)
+  // [kMaxGroup], which the other CTAs of its cluster read.
+  static constexpr int kSplitFloats = kMaxGroup * (kHeadDim + 2);
+
+  template <typename T>
+  static constexpr size_t ring_bytes() {
+    return static_cast<size_t>(kQElems + kDecodeWarps * kWarpElems) * sizeof(T);
+  }
   template <typename T>
   static constexpr size_t smem_bytes() {
-    return static_cast<size_t>(kQElems + kDecodeWarps * kWarpElems) * sizeof(T);
+    return ring_bytes<T>() + kSplitFloats * sizeof(float);
   }
 };
 
-// out[q_row, q_head, d] = sum over the splits that held keys of partial * sum * 2^(max - M),
-// divided by the same without partial. Called by whole warps (lanes share the statistics by
-// shuffles); the partials were written by other CTAs, so they are read through L2.
+// Lane `lane`'s rotation pairs (i, i + kHeadDim / 2), i = lane + 32 p, of a raw q or k head
+// after qk_norm_rope()'s per-head RMSNorm and rotary, rounded exactly as it does. Called by
+// whole warps.
 template <typename T, int kHeadDim>
-__device__ void merge_splits(const PagedAttentionArgs& args, const int num_splits,
-                             const float* partial_out, const float2* partial_stats, const int seq,
-                             const int q_row, const int q_head, const int d) {
-  const int64_t first = (static_cast<int64_t>(seq) * args.num_heads + q_head) * num_splits;
-  const int num_chunks = (args.context_lens[seq] + kChunkKeys - 1) / kChunkKeys;
-  const int per_split = chunks_per_split(num_chunks, num_splits);
-  const int used = min((num_chunks + per_split - 1) / per_split, num_splits);
-  const int lane = threadIdx.x % 32;
-  const float2 empty = make_float2(-INFINITY, 0.0f);
-  const float2 s0 = lane < used ? __ldcg(partial_stats + first + lane) : empty;
-  const float2 s1 = lane + 32 < used ? __ldcg(partial_stats + first + lane + 32) : empty;
-  float m = fmaxf(s0.x, s1.x);
+__device__ __forceinline__ void normalize_rotate_head(const T* head, const T* weight,
+                                                      const float* cos, bool valid, float eps,
+                                                      int lane, T (&first)[kHeadDim / 64],
+                                                      T (&second)[kHeadDim / 64]) {
+  constexpr int kHalf = kHeadDim / 2;
+  constexpr int kPairs = kHeadDim / 64;
+  float a[kPairs], b[kPairs];
+  float sum_squares = 0.0f;
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  for (int p = 0; p < kPairs; ++p) {
+    a[p] = to_float(head[lane + 32 * p]);
+    b[p] = to_float(head[lane + 32 * p + kHalf]);
+    sum_squares = add_pair_squares(sum_squares, a[p], b[p]);  // qk_norm_rope's order
   }
-  const float w0 = s0.x == -INFINITY ? 0.0f : exp2f(s0.x - m) * s0.y;
-  const float w1 = s1.x == -INFINITY ? 0.0f : exp2f(s1.x - m) * s1.y;
-  float sum = w0 + w1;
+  const float inv_rms = inverse_rms(warp_sum(sum_squares), kHeadDim, eps);
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  for (int p = 0; p < kPairs; ++p) {
+    const int i = lane + 32 * p;
+    normalize_rotate_pair<T>(a[p], b[p], inv_rms, to_float(weight[i]), to_float(weight[i + kHalf]),
+                             cos[i], cos[i + kHalf], valid, first[p], second[p]);
   }
-  float acc = 0.0f;
-#pragma unroll 4
-  for (int i = 0; i < used; ++i) {
-    const float weight = __shfl_sync(0xffffffffu, i < 32 ? w0 : w1, i & 31);
-    acc += weight * __ldcg(partial_out + (first + i) * kHeadDim + d);
-  }
-  T* out = static_cast<T*>(args.out) + static_cast<int64_t>(q_row) * args.out_row_stride +
-           static_cast<int64_t>(q_head) * kHeadDim;
-  out[d] = MmaType<T>::from_float(sum > 0.0f ? acc / sum : 0.0f);
 }
 
-// grid (num_splits, num_kv_heads, num_seqs), block kDecodeWarps warps. split_counters
-// [num_seqs, num_kv_heads] start at zero and are left at zero.
+// grid (num_splits, num_kv_heads, num_seqs) in clusters of (num_splits, 1, 1), block
+// kDecodeWarps warps.
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
-    attention_decode_kernel(const PagedAttentionArgs args, const int num_splits,
-                            float* __restrict__ partial_out, float2* __restrict__ partial_stats,
-                            int* __restrict__ split_counters) {
+    attention_decode_kernel(const PagedAttentionArgs args, const int num_splits) {
   allow_next_kernel_launch();
   using Layout = DecodeLayout<kHeadDim>;
   static_assert(
@@ -115,8 +108,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   extern __shared__ __align__(128) unsigned char smem[];
   T* sq = reinterpret_cast<T*>(smem);  // [16][kRow]
   T* ring = sq + Layout::kQElems;      // [kDecodeWarps][kStages][K, V][16][kRow]
+  float* split_out = reinterpret_cast<float*>(smem + Layout::template ring_bytes<T>());
+  float2* split_stats = reinterpret_cast<float2*>(split_out + kMaxGroup * kHeadDim);
 
-  const int split = blockIdx.x;
+  const int split = blockIdx.x;  // = the rank in the cluster
   const int kv_head = blockIdx.y;
   const int seq = blockIdx.z;
   const int warp = threadIdx.x / 32;
@@ -130,6 +125,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   if (q_len == 0) return;  // no query row (uniform over the CTA)
   const int context = args.context_lens[seq];
   const int group = args.num_heads / args.num_kv_heads;
+  // The fused q/k norm's position and cache slot are metadata too.
+  const QkNormRopeArgs& fused = args.qk_norm_rope;
+  const bool fuse_qk_norm = fused.qkv != nullptr;
+  const int32_t position = fuse_qk_norm ? fused.positions[q_row] : 0;
+  const int32_t new_key_slot = fuse_qk_norm ? fused.slot_mapping[q_row] : -1;
 
   // This split's chunks [chunk_begin, chunk_end); warp w takes chunk_begin + w + 4 i.
   const int num_chunks = (context + kChunkKeys - 1) / kChunkKeys;
@@ -185,15 +185,74 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   // q tile, while the first chunks are in flight: row g < group is query head
   // kv_head * group + g of the row; the rest are zero.
   constexpr int kPieces = kHeadDim / 8;
-  const T* q_src = static_cast<const T*>(args.qkv) +
-                   static_cast<int64_t>(q_row) * args.qkv_row_stride +
-                   static_cast<int64_t>(kv_head) * group * kHeadDim;
+  constexpr int kHalf = kHeadDim / 2;
+  constexpr int kPairs = kHeadDim / 64;  // rotation pairs per lane
+  const T* qkv_row =
+      static_cast<const T*>(args.qkv) + static_cast<int64_t>(q_row) * args.qkv_row_stride;
+  const T* q_src = qkv_row + static_cast<int64_t>(kv_head) * group * kHeadDim;
+  // Rows the q heads do not fill are zero; raw heads are copied, or normalized and rotated by
+  // warp r % kDecodeWarps when fused.
+  const int copied_rows = fuse_qk_norm ? 0 : group;
   for (int i = threadIdx.x; i < 16 * kPieces; i += blockDim.x) {
     const int r = i / kPieces;
     const int piece = i % kPieces;
+    if (fuse_qk_norm && r < group) continue;
     uint4 value = make_uint4(0, 0, 0, 0);
-    if (r < group) value = *reinterpret_cast<const uint4*>(q_src + r * kHeadDim + piece * 8);
+    if (r < copied_rows) value = *reinterpret_cast<const uint4*>(q_src + r * kHeadDim + piece * 8);
     *reinterpret_cast<uint4*>(sq + r * Layout::kRow + piece * 8) = value;
+  }
+  const bool position_valid = position >= 0 && position < fused.max_positions;
+  const float* cos =
+      fused.cos_sin + (fuse_qk_norm && position_valid ? int64_t{position} * kHeadDim : 0);
+  if (fuse_qk_norm) {
+    for (int r = warp; r < group; r += kDecodeWarps) {
+      T first[kPairs], second[kPairs];
+      normalize_rotate_head<T, kHeadDim>(q_src + r * kHeadDim, static_cast<const T*>(fused.q_norm),
+                                         cos, position_valid, fused.eps, lane, first, second);
+#pragma unroll
+      for (int p = 0; p < kPairs; ++p) {
+        sq[r * Layout::kRow + lane + 32 * p] = first[p];
+        sq[r * Layout::kRow + lane + 32 * p + kHalf] = second[p];
+      }
+    }
+  }
+
+  // Fused: the warp whose chunks hold this step's key (position context - 1) makes it from
+  // the raw k head, stores it and the v head to the cache, and writes both into that chunk's
+  // staged copy once it lands (the copy may predate the store). Without a slot to store to,
+  // the cache is read as it is, as it would be after qk_norm_rope skipped the store.
+  int new_key_iteration = -1;                           // of this warp's loop; -1: not this warp's
+  T new_k[2][kPairs], new_v[2][kPairs];                 // [first, second of each pair][pair]
+  const auto write_new_key = [&](T* k_dst, T* v_dst) {  // [kHeadDim] each
+#pragma unroll
+    for (int p = 0; p < kPairs; ++p) {
+      k_dst[lane + 32 * p] = new_k[0][p];
+      k_dst[lane + 32 * p + kHalf] = new_k[1][p];
+      v_dst[lane + 32 * p] = new_v[0][p];
+      v_dst[lane + 32 * p + kHalf] = new_v[1][p];
+    }
+  };
+  const int new_key_row = (context - 1) % kChunkKeys;
+  if (fuse_qk_norm && context > 0 && new_key_slot >= 0 && new_key_slot < fused.num_slots) {
+    const int new_chunk = (context - 1) / kChunkKeys;
+    if (new_chunk >= chunk_begin && new_chunk < chunk_end &&
+        (new_chunk - chunk_begin) % kDecodeWarps == warp) {
+      new_key_iteration = (new_chunk - chunk_begin) / kDecodeWarps;
+      const T* k_src = qkv_row + static_cast<int64_t>(args.num_heads + kv_head) * kHeadDim;
+      const T* v_src =
+          qkv_row + static_cast<int64_t>(args.num_heads + args.num_kv_heads + kv_head) * kHeadDim;
+      normalize_rotate_head<T, kHeadDim>(k_src, static_cast<const T*>(fused.k_norm), cos,
+                                         position_valid, fused.eps, lane, new_k[0], new_k[1]);
+#pragma unroll
+      for (int p = 0; p < kPairs; ++p) {
+        new_v[0][p] = v_src[lane + 32 * p];
+        new_v[1][p] = v_src[lane + 32 * p + kHalf];
+      }
+      const int64_t offset =
+          (static_cast<int64_t>(new_key_slot) * args.num_kv_heads + kv_head) * kHeadDim;
+      write_new_key(static_cast<T*>(fused.k_cache) + offset,
+                    static_cast<T*>(fused.v_cache) + offset);
+    }
   }
   __syncthreads();
   uint32_t qa[kHeadDim / 16][4];
@@ -211,6 +270,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   for (int i = 0; i < my_chunks; ++i) {
     cp_async_wait<Layout::kStages - 2>();  // chunk i has landed (this lane's copies)
     __syncwarp();  // ... and every lane's; every lane is also done reading chunk i - 1's slot
+    if (i == new_key_iteration) {
+      T* k_row = my_ring + (i % Layout::kStages) * Layout::kStageElems + new_key_row * Layout::kRow;
+      write_new_key(k_row, k_row + Layout::kChunkElems);
+      __syncwarp();
+    }
     const int block = next_block;
     next_block = block_of(i + Layout::kStages);
     if (i + Layout::kStages - 1 < my_chunks) load(i + Layout::kStages - 1, block);
@@ -288,55 +352,64 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
                static_cast<int64_t>(q_head) * kHeadDim;
       out[d] = MmaType<T>::from_float(value);
     } else {
-      const int64_t slot =
-          (static_cast<int64_t>(seq) * args.num_heads + q_head) * num_splits + split;
-      partial_out[slot * kHeadDim + d] = value;
-      if (d == 0) partial_stats[slot] = make_float2(sum > 0.0f ? m : -INFINITY, sum);
+      split_out[e] = value;
+      if (d == 0) split_stats[g] = make_float2(sum > 0.0f ? m : -INFINITY, sum);
     }
   }
   if (num_splits == 1) return;
 
-  // The last split of this (sequence, kv head) to finish merges them all (the pattern of the
-  // CUDA samples' threadFenceReduction): publish this split's partials, count it, and let the
-  // CTA that brings the count to num_splits do the merge and reset the counter for the next
-  // launch.
-  __shared__ bool is_last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int* counter = split_counters + static_cast<int64_t>(seq) * args.num_kv_heads + kv_head;
-    is_last = atomicAdd(counter, 1) == num_splits - 1;
-    if (is_last) *counter = 0;
+  // Every split of this (sequence, kv head) is a CTA of this cluster. Once all have written
+  // their partials, CTA r merges outputs [r * per_cta, (r + 1) * per_cta) of the group's
+  // heads from the others' shared memory; none exits while another may still read its own.
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int outputs = group * kHeadDim;
+  const int per_cta = (outputs + num_splits - 1) / num_splits;
+  const int end = min(outputs, (split + 1) * per_cta);
+  for (int e = split * per_cta + threadIdx.x; e < end; e += blockDim.x) {
+    const int g = e / kHeadDim;
+    float2 stats[kMaxSplits];
+    float m = -INFINITY;
+#pragma unroll
+    for (int r = 0; r < kMaxSplits; ++r) {
+      stats[r] = r < num_splits ? cluster.map_shared_rank(split_stats, r)[g]
+                                : make_float2(-INFINITY, 0.0f);
+      m = fmaxf(m, stats[r].x);
+    }
+    float sum = 0.0f;
+    float acc = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kMaxSplits; ++r) {
+      if (stats[r].x == -INFINITY) continue;  // a split without keys (or past num_splits)
+      const float weight = exp2f(stats[r].x - m) * stats[r].y;
+      sum += weight;
+      acc += weight * cluster.map_shared_rank(split_out, r)[e];
+    }
+    T* out = static_cast<T*>(args.out) + static_cast<int64_t>(q_row) * args.out_row_stride +
+             static_cast<int64_t>(kv_head * group + g) * kHeadDim;
+    out[e % kHeadDim] = MmaType<T>::from_float(sum > 0.0f ? acc / sum : 0.0f);
   }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  constexpr int kHeadsPerPass = kDecodeWarps * 32 / kHeadDim;  // 1 (d 128) or 2 (d 64)
-  for (int g = threadIdx.x / kHeadDim; g < group; g += kHeadsPerPass) {
-    merge_splits<T, kHeadDim>(args, num_splits, partial_out, partial_stats, seq, q_row,
-                              kv_head * group + g, threadIdx.x % kHeadDim);
-  }
+  cluster.sync();
 }
 
 template <typename T, int kHeadDim>
-void launch_typed(const PagedAttentionArgs& args, const DecodeWorkspace& workspace,
-                  cudaStream_t stream) {
+void launch_typed(const PagedAttentionArgs& args, int num_splits, cudaStream_t stream) {
   const auto kernel = attention_decode_kernel<T, kHeadDim>;
   const size_t smem = DecodeLayout<kHeadDim>::template smem_bytes<T>();
   NVLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid(workspace.num_splits, args.num_kv_heads, args.num_seqs);
-  launch_kernel(kernel, grid, kDecodeWarps * 32, smem, stream, args, workspace.num_splits,
-                workspace.partial_out, workspace.partial_stats, workspace.counters);
+  const dim3 grid(num_splits, args.num_kv_heads, args.num_seqs);
+  launch_kernel_in_clusters(dim3(num_splits), kernel, grid, kDecodeWarps * 32, smem, stream, args,
+                            num_splits);
 }
 
 template <typename T>
-void launch_head_dim(const PagedAttentionArgs& args, const DecodeWorkspace& workspace,
-                     cudaStream_t stream) {
+void launch_head_dim(const PagedAttentionArgs& args, int num_splits, cudaStream_t stream) {
   switch (args.head_dim) {
     case 64:
-      return launch_typed<T, 64>(args, workspace, stream);
+      return launch_typed<T, 64>(args, num_splits, stream);
     case 128:
-      return launch_typed<T, 128>(args, workspace, stream);
+      return launch_typed<T, 128>(args, num_splits, stream);
     default:
       NVLLM_CHECK_MSG(false, "decode attention: unsupported head_dim {}", args.head_dim);
   }
@@ -347,45 +420,18 @@ void launch_head_dim(const PagedAttentionArgs& args, const DecodeWorkspace& work
 int decode_num_splits(const PagedAttentionArgs& args) {
   const int pairs = args.num_seqs * args.num_kv_heads;
   // Enough (seq, kv head) CTAs to give every SM one: no split. Otherwise split the keys so
-  // about kCtasPerSm CTAs land on every SM.
+  // about kCtasPerSm CTAs land on every SM, at most a cluster of kMaxSplits.
   if (args.num_sms <= 0 || pairs <= 0 || pairs >= args.num_sms) return 1;
   return std::clamp(kCtasPerSm * args.num_sms / pairs, 1, kMaxSplits);
 }
 
-// The workspace of a split launch: the split counters first, at a fixed place (a split
-// launch has fewer (sequence, kv head) pairs than SMs, so num_sms counters serve every launch,
-// and the partials of no launch overlap them), then the partials.
-size_t counters_bytes(const PagedAttentionArgs& args) {
-  return (static_cast<size_t>(args.num_sms) * sizeof(int) + 255) / 256 * 256;
-}
-
-size_t decode_workspace_bytes(const PagedAttentionArgs& args) {
+void launch_attention_decode(const PagedAttentionArgs& args, cudaStream_t stream) {
   const int num_splits = decode_num_splits(args);
-  if (num_splits == 1) return 0;
-  const size_t partials = static_cast<size_t>(args.num_seqs) * args.num_heads * num_splits;
-  return counters_bytes(args) + partials * args.head_dim * sizeof(float) +
-         partials * sizeof(float2);
-}
-
-void launch_attention_decode(const PagedAttentionArgs& args, void* workspace, cudaStream_t stream) {
-  DecodeWorkspace carved;
-  carved.num_splits = decode_num_splits(args);
-  if (carved.num_splits > 1) {
-    NVLLM_CHECK_MSG(workspace != nullptr,
-                    "decode attention with {} splits needs {} bytes of workspace, got none",
-                    carved.num_splits, decode_workspace_bytes(args));
-    NVLLM_CHECK_LT(args.num_seqs * args.num_kv_heads, args.num_sms);
-    const size_t partials = static_cast<size_t>(args.num_seqs) * args.num_heads * carved.num_splits;
-    carved.counters = static_cast<int*>(workspace);
-    carved.partial_out =
-        reinterpret_cast<float*>(static_cast<char*>(workspace) + counters_bytes(args));
-    carved.partial_stats = reinterpret_cast<float2*>(carved.partial_out + partials * args.head_dim);
-  }
   switch (args.dtype) {
     case DType::kBF16:
-      return launch_head_dim<__nv_bfloat16>(args, carved, stream);
+      return launch_head_dim<__nv_bfloat16>(args, num_splits, stream);
     case DType::kF16:
-      return launch_head_dim<__half>(args, carved, stream);
+      return launch_head_dim<__half>(args, num_splits, stream);
     default:
       NVLLM_CHECK_MSG(false, "decode attention: unsupported dtype {}", dtype_name(args.dtype));
   }

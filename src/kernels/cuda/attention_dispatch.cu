@@ -46,12 +46,7 @@ void check_attention_support(int head_dim, int block_size, int num_heads, int nu
   }
 }
 
-size_t paged_attention_workspace_bytes(const PagedAttentionArgs& args) {
-  if (args.dtype == DType::kF32 || args.max_seqlen_q != 1) return 0;
-  return attention::decode_workspace_bytes(args);
-}
-
-void paged_attention(const PagedAttentionArgs& args, void* workspace, cudaStream_t stream) {
+void paged_attention(const PagedAttentionArgs& args, cudaStream_t stream) {
   check_attention_support(args.head_dim, args.block_size, args.num_heads, args.num_kv_heads,
                           args.dtype);
   NVLLM_CHECK_GE(args.num_seqs, 0);
@@ -68,6 +63,18 @@ void paged_attention(const PagedAttentionArgs& args, void* workspace, cudaStream
   NVLLM_CHECK_GE(args.qkv_row_stride, static_cast<int64_t>(args.num_heads) * args.head_dim);
   NVLLM_CHECK_GE(args.out_row_stride, static_cast<int64_t>(args.num_heads) * args.head_dim);
 
+  const QkNormRopeArgs& fused = args.qk_norm_rope;
+  if (fused.qkv != nullptr) {
+    NVLLM_CHECK_MSG(args.max_seqlen_q == 1 && args.dtype != DType::kF32,
+                    "attention: the q/k norm is fused in bf16/f16 decode only");
+    NVLLM_CHECK(fused.qkv == args.qkv && fused.qkv_stride == args.qkv_row_stride &&
+                fused.tokens == args.num_tokens && fused.dtype == args.dtype &&
+                fused.num_heads == args.num_heads && fused.num_kv_heads == args.num_kv_heads &&
+                fused.head_dim == args.head_dim && fused.k_cache == args.k_cache &&
+                fused.v_cache == args.v_cache);
+    NVLLM_CHECK(fused.q_norm != nullptr && fused.k_norm != nullptr && fused.positions != nullptr &&
+                fused.cos_sin != nullptr && fused.slot_mapping != nullptr);
+  }
   if (args.dtype == DType::kF32) {
     attention::launch_attention_f32(args, stream);
     return;
@@ -83,7 +90,7 @@ void paged_attention(const PagedAttentionArgs& args, void* workspace, cudaStream
                   "attention out must be 4-byte aligned with an even row stride (stride {})",
                   args.out_row_stride);
   if (args.max_seqlen_q == 1) {
-    attention::launch_attention_decode(args, workspace, stream);
+    attention::launch_attention_decode(args, stream);
   } else {
     attention::launch_attention_prefill(args, stream);
   }

@@ -4,8 +4,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cstddef>
-
 #include "kernels/cuda/attention_ops.h"
 
 namespace nanovllm::cuda::attention {
@@ -19,7 +17,6 @@ void launch_attention_prefill(const PagedAttentionArgs& args, cudaStream_t strea
 // bf16/f16 with max_seqlen_q == 1: the KV-splitting factor, which depends only on num_seqs,
 // num_kv_heads and num_sms so that a captured launch stays valid for any context lengths.
 int decode_num_splits(const PagedAttentionArgs& args);
-size_t decode_workspace_bytes(const PagedAttentionArgs& args);
-void launch_attention_decode(const PagedAttentionArgs& args, void* workspace, cudaStream_t stream);
+void launch_attention_decode(const PagedAttentionArgs& args, cudaStream_t stream);
 
 }  // namespace nanovllm::cuda::attention

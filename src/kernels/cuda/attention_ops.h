@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/cuda/elementwise_ops.h"
 
 namespace nanovllm::cuda {
 
@@ -36,6 +37,12 @@ struct PagedAttentionArgs {
   int block_size = 0;
   float scale = 1.0f;
   int num_sms = 0;  // multiprocessors of the device, for choosing the split-KV factor
+  // Optional, bf16/f16 decode only: with qk_norm_rope.qkv set (to qkv), q and k in qkv are
+  // still raw, and the kernel does what qk_norm_rope() with the KV store would have done first
+  // (same rounding) on the fly: its output and the cache come out the same, qkv stays raw.
+  // One kernel instead of two at every decode layer. A row's slot_mapping entry must be the
+  // slot the block table gives position context - 1, as the engine's always is.
+  QkNormRopeArgs qk_norm_rope;
 };
 
 // Throws Error when the kernels do not cover this geometry (head_dim 64 or 128, block sizes
@@ -43,12 +50,7 @@ struct PagedAttentionArgs {
 void check_attention_support(int head_dim, int block_size, int num_heads, int num_kv_heads,
                              DType dtype);
 
-// Bytes of scratch paged_attention needs for this launch (split-KV partial results of bf16/f16
-// decode); 0 if none. Depends on num_seqs, the geometry and num_sms only, never on lengths.
-size_t paged_attention_workspace_bytes(const PagedAttentionArgs& args);
-
-// Runs attention; `workspace` holds at least paged_attention_workspace_bytes(args) bytes and
-// was zeroed when allocated (split-KV counters live in it and are left at zero).
-void paged_attention(const PagedAttentionArgs& args, void* workspace, cudaStream_t stream);
+// Runs attention: no scratch, no allocation, so it can be captured in a CUDA graph.
+void paged_attention(const PagedAttentionArgs& args, cudaStream_t stream);
 
 }  // namespace nanovllm::cuda

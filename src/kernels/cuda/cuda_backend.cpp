@@ -104,6 +104,10 @@ class CudaBackend final : public Backend {
                              const AttentionMetadata& metadata) override;
   void attention(const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& metadata,
                  const AttentionDims& dims, float scale, Tensor out) override;
+  void qk_norm_rope_attention(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm,
+                              const Tensor& positions, const Tensor& cos_sin, float eps,
+                              const AttentionDims& dims, const LayerKVCache& cache,
+                              const AttentionMetadata& metadata, float scale, Tensor out) override;
   void silu_mul(const Tensor& gate_up, Tensor out) override;
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) override;
   void sample(const Tensor& logits, const SamplingTensors& params, Tensor token_ids) override;
@@ -122,6 +126,17 @@ class CudaBackend final : public Backend {
                                          const Tensor& k_norm, const Tensor& positions,
                                          const Tensor& cos_sin, float eps,
                                          const AttentionDims& dims) const;
+  // qk_norm_rope_args() with the store into `cache` at metadata.slot_mapping.
+  cuda::QkNormRopeArgs qk_norm_rope_store_kv_args(const Tensor& qkv, const Tensor& q_norm,
+                                                  const Tensor& k_norm, const Tensor& positions,
+                                                  const Tensor& cos_sin, float eps,
+                                                  const AttentionDims& dims,
+                                                  const LayerKVCache& cache,
+                                                  const AttentionMetadata& metadata) const;
+  // attention(), with `fused` (its qkv null: none) done on the fly (attention_ops.h).
+  void run_attention(const Tensor& qkv, const LayerKVCache& cache,
+                     const AttentionMetadata& metadata, const AttentionDims& dims, float scale,
+                     Tensor out, const cuda::QkNormRopeArgs& fused);
   void check_copy(const Tensor& tensor, const void* host, std::string_view name) const;
 
   DType dtype_;
@@ -129,7 +144,6 @@ class CudaBackend final : public Backend {
   int num_sms_ = 0;
   StreamHandle stream_;
   std::unique_ptr<cuda::CublasLtLinear> linear_;
-  Buffer attention_scratch_;
   Buffer sampling_scratch_;
   std::vector<Buffer> retired_scratch_;  // outgrown scratch that graphs may still name
 };
@@ -360,10 +374,10 @@ void CudaBackend::qk_norm_rope(Tensor qkv, const Tensor& q_norm, const Tensor& k
                      stream());
 }
 
-void CudaBackend::qk_norm_rope_store_kv(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm,
-                                        const Tensor& positions, const Tensor& cos_sin, float eps,
-                                        const AttentionDims& dims, const LayerKVCache& cache,
-                                        const AttentionMetadata& metadata) {
+cuda::QkNormRopeArgs CudaBackend::qk_norm_rope_store_kv_args(
+    const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, const Tensor& positions,
+    const Tensor& cos_sin, float eps, const AttentionDims& dims, const LayerKVCache& cache,
+    const AttentionMetadata& metadata) const {
   cuda::QkNormRopeArgs args = qk_norm_rope_args(qkv, q_norm, k_norm, positions, cos_sin, eps, dims);
   cuda::check_kv_cache(cache, dims, dtype_);
   check_contiguous(metadata.slot_mapping, "slot_mapping", DType::kI32, {args.tokens});
@@ -371,7 +385,32 @@ void CudaBackend::qk_norm_rope_store_kv(Tensor qkv, const Tensor& q_norm, const 
   args.num_slots = cache.k.size(0) * cache.k.size(1);
   args.k_cache = cache.k.data();
   args.v_cache = cache.v.data();
-  cuda::qk_norm_rope(args, stream());
+  return args;
+}
+
+void CudaBackend::qk_norm_rope_store_kv(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                        const Tensor& positions, const Tensor& cos_sin, float eps,
+                                        const AttentionDims& dims, const LayerKVCache& cache,
+                                        const AttentionMetadata& metadata) {
+  cuda::qk_norm_rope(qk_norm_rope_store_kv_args(qkv, q_norm, k_norm, positions, cos_sin, eps, dims,
+                                                cache, metadata),
+                     stream());
+}
+
+void CudaBackend::qk_norm_rope_attention(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                         const Tensor& positions, const Tensor& cos_sin, float eps,
+                                         const AttentionDims& dims, const LayerKVCache& cache,
+                                         const AttentionMetadata& metadata, float scale,
+                                         Tensor out) {
+  // The decode kernel fuses it (bf16/f16); the f32 and prefill kernels take q and k ready.
+  if (dtype_ == DType::kF32 || metadata.max_seqlen_q != 1 || qkv.size(0) == 0) {
+    Backend::qk_norm_rope_attention(qkv, q_norm, k_norm, positions, cos_sin, eps, dims, cache,
+                                    metadata, scale, out);
+    return;
+  }
+  run_attention(qkv, cache, metadata, dims, scale, out,
+                qk_norm_rope_store_kv_args(qkv, q_norm, k_norm, positions, cos_sin, eps, dims,
+                                           cache, metadata));
 }
 
 void CudaBackend::store_kv(const Tensor& qkv, const LayerKVCache& cache,
@@ -399,6 +438,12 @@ void CudaBackend::store_kv(const Tensor& qkv, const LayerKVCache& cache,
 void CudaBackend::attention(const Tensor& qkv, const LayerKVCache& cache,
                             const AttentionMetadata& metadata, const AttentionDims& dims,
                             float scale, Tensor out) {
+  run_attention(qkv, cache, metadata, dims, scale, out, {});
+}
+
+void CudaBackend::run_attention(const Tensor& qkv, const LayerKVCache& cache,
+                                const AttentionMetadata& metadata, const AttentionDims& dims,
+                                float scale, Tensor out, const cuda::QkNormRopeArgs& fused) {
   cuda::check_attention_dims(dims);
   check_rows(qkv, "qkv", dtype_, {-1, dims.qkv_size()});
   cuda::check_kv_cache(cache, dims, dtype_);
@@ -439,9 +484,8 @@ void CudaBackend::attention(const Tensor& qkv, const LayerKVCache& cache,
   args.block_size = block_size;
   args.scale = scale;
   args.num_sms = num_sms_;
-  void* workspace =
-      grow_scratch(attention_scratch_, cuda::paged_attention_workspace_bytes(args), "attention");
-  cuda::paged_attention(args, workspace, stream());
+  args.qk_norm_rope = fused;
+  cuda::paged_attention(args, stream());
 }
 
 void CudaBackend::silu_mul(const Tensor& gate_up, Tensor out) {

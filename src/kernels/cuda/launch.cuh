@@ -15,6 +15,8 @@
 
 #include <cuda_runtime.h>
 
+#include <utility>
+
 #include "kernels/cuda/cuda_check.h"
 
 namespace nanovllm::cuda {
@@ -22,21 +24,40 @@ namespace nanovllm::cuda {
 // False when NANOVLLM_PDL=0 (read once), to measure or rule out the overlap.
 bool overlapped_launches_enabled();
 
-// kernel<<<grid, block, smem, stream>>>(args...), with the early start described above.
+// kernel<<<grid, block, smem, stream>>>(args...) with the grid's CTAs in thread block
+// clusters of `cluster` (Hopper; 1 x 1 x 1: none), which run at once and can read each other's
+// shared memory; with the early start described above.
 template <typename... Params, typename... Args>
-void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                   cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
+void launch_kernel_in_clusters(dim3 cluster, void (*kernel)(Params...), dim3 grid, dim3 block,
+                               size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attributes[2] = {};
+  unsigned count = 0;
+  if (overlapped_launches_enabled()) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster.x * cluster.y * cluster.z > 1) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = cluster.x;
+    attributes[count].val.clusterDim.y = cluster.y;
+    attributes[count++].val.clusterDim.z = cluster.z;
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = overlapped_launches_enabled() ? 1 : 0;
+  config.attrs = attributes;
+  config.numAttrs = count;
   NVLLM_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+}
+
+// The same without clusters: what almost every kernel uses.
+template <typename... Params, typename... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                   cudaStream_t stream, Args&&... args) {
+  launch_kernel_in_clusters(dim3(1, 1, 1), kernel, grid, block, smem, stream,
+                            std::forward<Args>(args)...);
 }
 
 #ifdef __CUDACC__

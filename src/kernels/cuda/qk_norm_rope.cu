@@ -70,23 +70,16 @@ __global__ void qk_norm_rope_kernel(const QkNormRopeArgs args) {
   for (int i = lane; i < half; i += 32) {
     const float a = to_float(head[i]);
     const float b = to_float(head[i + half]);
-    sum_squares += a * a + b * b;
+    sum_squares = add_pair_squares(sum_squares, a, b);
   }
   // The loop bounds are the same for every lane of the warp, so all 32 lanes get here.
   const float inv_rms = inverse_rms(warp_sum(sum_squares), head_dim, args.eps);
 
   for (int i = lane; i < half; i += 32) {
-    T first = from_float<T>(0.0f), second = from_float<T>(0.0f);
-    if (valid) {
-      // HF's q_norm / k_norm output is rounded to dtype (weight * normed.to(dtype)); the
-      // rotation is then done in fp32 with the fp32 table and rounded once.
-      const float a =
-          round_to<T>(rms_normalize<T>(to_float(head[i]), inv_rms, to_float(weight[i])));
-      const float b = round_to<T>(
-          rms_normalize<T>(to_float(head[i + half]), inv_rms, to_float(weight[i + half])));
-      first = from_float<T>(a * cos[i] - b * sin[i]);
-      second = from_float<T>(b * cos[i] + a * sin[i]);
-    }
+    T first, second;
+    normalize_rotate_pair<T>(to_float(head[i]), to_float(head[i + half]), inv_rms,
+                             to_float(weight[i]), to_float(weight[i + half]), cos[i], sin[i], valid,
+                             first, second);
     head[i] = first;
     head[i + half] = second;
     if (cached != nullptr) {
