@@ -21,8 +21,7 @@
 #include "core/check.h"
 #include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/attention_mma.cuh"
-#include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/elementwise_math.cuh"
+#include "kernels/cuda/head_norm_rope.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace nanovllm::cuda::attention {
@@ -67,33 +66,6 @@ struct DecodeLayout {
     return ring_bytes<T>() + kSplitFloats * sizeof(float);
   }
 };
-
-// Lane `lane`'s rotation pairs (i, i + kHeadDim / 2), i = lane + 32 p, of a raw q or k head
-// after qk_norm_rope()'s per-head RMSNorm and rotary, rounded exactly as it does. Called by
-// whole warps.
-template <typename T, int kHeadDim>
-__device__ __forceinline__ void normalize_rotate_head(const T* head, const T* weight,
-                                                      const float* cos, bool valid, float eps,
-                                                      int lane, T (&first)[kHeadDim / 64],
-                                                      T (&second)[kHeadDim / 64]) {
-  constexpr int kHalf = kHeadDim / 2;
-  constexpr int kPairs = kHeadDim / 64;
-  float a[kPairs], b[kPairs];
-  float sum_squares = 0.0f;
-#pragma unroll
-  for (int p = 0; p < kPairs; ++p) {
-    a[p] = to_float(head[lane + 32 * p]);
-    b[p] = to_float(head[lane + 32 * p + kHalf]);
-    sum_squares = add_pair_squares(sum_squares, a[p], b[p]);  // qk_norm_rope's order
-  }
-  const float inv_rms = inverse_rms(warp_sum(sum_squares), kHeadDim, eps);
-#pragma unroll
-  for (int p = 0; p < kPairs; ++p) {
-    const int i = lane + 32 * p;
-    normalize_rotate_pair<T>(a[p], b[p], inv_rms, to_float(weight[i]), to_float(weight[i + kHalf]),
-                             cos[i], cos[i + kHalf], valid, first[p], second[p]);
-  }
-}
 
 // grid (num_splits, num_kv_heads, num_seqs) in clusters of (num_splits, 1, 1), block
 // kDecodeWarps warps.

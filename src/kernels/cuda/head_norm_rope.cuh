@@ -1,0 +1,37 @@
+// The q/k head RMSNorm with rotary of one head by one warp, shared by the kernels that do it
+// on the fly (decode attention, the fused decode layers), rounding as qk_norm_rope() does.
+#pragma once
+
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/elementwise_math.cuh"
+
+namespace nanovllm::cuda {
+
+// Lane `lane`'s rotation pairs (i, i + kHeadDim / 2), i = lane + 32 p, of a raw q or k head
+// after qk_norm_rope()'s per-head RMSNorm and rotary, rounded exactly as it does. Called by
+// whole warps.
+template <typename T, int kHeadDim>
+__device__ __forceinline__ void normalize_rotate_head(const T* head, const T* weight,
+                                                      const float* cos, bool valid, float eps,
+                                                      int lane, T (&first)[kHeadDim / 64],
+                                                      T (&second)[kHeadDim / 64]) {
+  constexpr int kHalf = kHeadDim / 2;
+  constexpr int kPairs = kHeadDim / 64;
+  float a[kPairs], b[kPairs];
+  float sum_squares = 0.0f;
+#pragma unroll
+  for (int p = 0; p < kPairs; ++p) {
+    a[p] = to_float(head[lane + 32 * p]);
+    b[p] = to_float(head[lane + 32 * p + kHalf]);
+    sum_squares = add_pair_squares(sum_squares, a[p], b[p]);  // qk_norm_rope's order
+  }
+  const float inv_rms = inverse_rms(warp_sum(sum_squares), kHeadDim, eps);
+#pragma unroll
+  for (int p = 0; p < kPairs; ++p) {
+    const int i = lane + 32 * p;
+    normalize_rotate_pair<T>(a[p], b[p], inv_rms, to_float(weight[i]), to_float(weight[i + kHalf]),
+                             cos[i], cos[i + kHalf], valid, first[p], second[p]);
+  }
+}
+
+}  // namespace nanovllm::cuda
