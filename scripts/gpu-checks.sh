@@ -65,11 +65,14 @@ if has attention; then
   tail -n 15 "$LOG_DIR/attention_bench.log"
   check decode_ops_bench "$bin/decode_ops_bench"
   cat "$LOG_DIR/decode_ops_bench.log"
+  check fused_decode_bench "$bin/fused_decode_bench"
+  cat "$LOG_DIR/fused_decode_bench.log"
 fi
 if has bench; then
   check bench "$bin/nanovllm" bench --model "$model"
   check bench_batch1 "$bin/nanovllm" bench --model "$model" --batch-1
-  for log in bench bench_batch1; do
+  check bench_batch1_fused env NANOVLLM_FUSED_DECODE=1 "$bin/nanovllm" bench --model "$model" --batch-1
+  for log in bench bench_batch1 bench_batch1_fused; do
     while read -r line; do record "  nanovllm $log" "$line"; done \
       < <(grep -E '^(Total|batch-1|start-up)' "$LOG_DIR/$log.log")
   done

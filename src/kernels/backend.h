@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 
 #include "core/buffer.h"
 #include "core/tensor.h"
@@ -41,6 +42,29 @@ struct AttentionMetadata {
 struct LayerKVCache {
   Tensor k;
   Tensor v;
+};
+
+// One decoder layer's weights (Qwen3), in the backend's compute dtype on its device.
+struct DecoderLayerWeights {
+  Tensor input_layernorm;           // [hidden]
+  Tensor qkv_proj;                  // [(heads + 2 * kv_heads) * head_dim, hidden]: q | k | v rows
+  Tensor q_norm;                    // [head_dim]
+  Tensor k_norm;                    // [head_dim]
+  Tensor o_proj;                    // [hidden, heads * head_dim]
+  Tensor post_attention_layernorm;  // [hidden]
+  Tensor gate_up_proj;              // [2 * intermediate, hidden]: gate | up rows
+  Tensor down_proj;                 // [hidden, intermediate]
+};
+
+// The decoder stack as Backend::fused_decode_layers() takes it.
+struct DecoderStack {
+  std::span<const DecoderLayerWeights> layers;
+  std::span<const LayerKVCache> kv_cache;  // one per layer
+  Tensor embed_tokens;                     // [vocab, hidden]
+  Tensor cos_sin;                          // f32 [max_positions, head_dim] (see qk_norm_rope)
+  AttentionDims dims;
+  float eps = 1e-6f;   // of every RMSNorm
+  float scale = 1.0f;  // attention softmax scale
 };
 
 // Per-row sampling controls, device tensors of [B] rows (see kernels/sampling_math.h for the
@@ -158,6 +182,24 @@ class Backend {
                                       const AttentionMetadata& metadata, float scale, Tensor out) {
     qk_norm_rope_store_kv(qkv, q_norm, k_norm, positions, cos_sin, eps, dims, cache, metadata);
     attention(qkv, cache, metadata, dims, scale, out);
+  }
+
+  // Every layer of `stack` over a decode batch (one query row per sequence: input_ids and
+  // positions i32 [B], metadata with max_seqlen_q 1) at once, where the backend has a kernel
+  // for it: embedding, then per layer what Qwen3Model's layer loop does, this step's K/V
+  // stored into stack.kv_cache. Leaves hidden [B, H] holding the last layer's MLP output and
+  // residual [B, H] the residual stream before it, as the loop does. Returns false, having
+  // done nothing, where it does not serve the batch; the caller then runs the ops.
+  virtual bool fused_decode_layers(const DecoderStack& stack, const Tensor& input_ids,
+                                   const Tensor& positions, const AttentionMetadata& metadata,
+                                   Tensor hidden, Tensor residual) {
+    (void)stack;
+    (void)input_ids;
+    (void)positions;
+    (void)metadata;
+    (void)hidden;
+    (void)residual;
+    return false;
   }
 
   // out = silu(gate) * up where gate_up = [gate | up].  gate_up [T, 2I]; out [T, I]

@@ -191,11 +191,26 @@ Tensor Qwen3Model::forward(const ForwardBatch& batch, const std::vector<LayerKVC
   dumper.dump("input_ids", batch.input_ids);
   dumper.dump("positions", batch.positions);
 
+  // A decode batch may run every layer in one go (the backend says whether it does); it
+  // leaves h and residual as the loop below would.
+  const bool decode = batch.attention.max_seqlen_q == 1 && tokens == batch.attention.num_seqs;
+  DecoderStack stack;
+  stack.layers = weights_.layers;
+  stack.kv_cache = kv_cache;
+  stack.embed_tokens = weights_.embed_tokens;
+  stack.cos_sin = ws.cos_sin.tensor;
+  stack.dims = dims;
+  stack.eps = eps;
+  stack.scale = scale;
+  const bool fused = decode && !dumper.enabled() &&
+                     backend_.fused_decode_layers(stack, batch.input_ids, batch.positions,
+                                                  batch.attention, h, residual);
+
   // The residual stream starts as the embeddings; layer 0's input norm reads it directly.
-  backend_.embedding(batch.input_ids, weights_.embed_tokens, residual);  // [T, H]
+  if (!fused) backend_.embedding(batch.input_ids, weights_.embed_tokens, residual);  // [T, H]
   dumper.dump("embed", residual);
 
-  for (int i = 0; i < c.num_hidden_layers; ++i) {
+  for (int i = 0; i < (fused ? 0 : c.num_hidden_layers); ++i) {
     const Qwen3LayerWeights& w = weights_.layers[i];
     if (i == 0) {
       backend_.rms_norm(residual, w.input_layernorm, eps, h);  // h [T, H]

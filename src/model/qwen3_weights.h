@@ -10,16 +10,8 @@
 
 namespace nanovllm {
 
-struct Qwen3LayerWeights {
-  Tensor input_layernorm;           // [hidden]
-  Tensor qkv_proj;                  // [(heads + 2 * kv_heads) * head_dim, hidden]: q | k | v rows
-  Tensor q_norm;                    // [head_dim]
-  Tensor k_norm;                    // [head_dim]
-  Tensor o_proj;                    // [hidden, heads * head_dim]
-  Tensor post_attention_layernorm;  // [hidden]
-  Tensor gate_up_proj;              // [2 * intermediate, hidden]: gate | up rows
-  Tensor down_proj;                 // [hidden, intermediate]
-};
+// Qwen3's decoder layer is the one the backend's fused decode takes.
+using Qwen3LayerWeights = DecoderLayerWeights;
 
 struct Qwen3Weights {
   std::vector<Buffer> storage;  // owns everything the tensors below view

@@ -24,9 +24,6 @@ namespace {
 
 using namespace bench;
 
-constexpr int kNumHeads = 16;
-constexpr int kNumKvHeads = 8;
-constexpr int kHeadDim = 128;
 constexpr int kBlockSize = 256;
 constexpr int kMaxLayers = 128;
 

@@ -17,6 +17,15 @@
 
 namespace nanovllm::bench {
 
+// Qwen3-0.6B, the geometry the decode benchmarks measure.
+constexpr int kHidden = 1024;
+constexpr int kIntermediate = 3072;
+constexpr int kNumHeads = 16;
+constexpr int kNumKvHeads = 8;
+constexpr int kHeadDim = 128;
+constexpr int kLayers = 28;
+constexpr int kVocab = 151936;
+
 constexpr size_t kMinBytesPerRun = size_t{256} << 20;  // ~5x the H100's 50 MB L2
 constexpr int kWarmupRuns = 3;
 constexpr int kTimedRuns = 15;

@@ -24,14 +24,6 @@ namespace {
 
 using namespace bench;
 
-// Qwen3-0.6B.
-constexpr int kHidden = 1024;
-constexpr int kIntermediate = 3072;
-constexpr int kNumHeads = 16;
-constexpr int kNumKvHeads = 8;
-constexpr int kHeadDim = 128;
-constexpr int kLayers = 28;
-constexpr int kVocab = 151936;
 constexpr int kQkvWidth = (kNumHeads + 2 * kNumKvHeads) * kHeadDim;
 constexpr int kMaxCopies = 64;
 constexpr int kSmallOpCalls = 200;

@@ -4,6 +4,9 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string_view>
 #include <type_traits>
@@ -13,6 +16,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_allocator.h"
 #include "kernels/cuda/elementwise_ops.h"
+#include "kernels/cuda/fused_decode.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/sampling_ops.h"
 #include "kernels/cuda/tensor_checks.h"
@@ -108,6 +112,9 @@ class CudaBackend final : public Backend {
                               const Tensor& positions, const Tensor& cos_sin, float eps,
                               const AttentionDims& dims, const LayerKVCache& cache,
                               const AttentionMetadata& metadata, float scale, Tensor out) override;
+  bool fused_decode_layers(const DecoderStack& stack, const Tensor& input_ids,
+                           const Tensor& positions, const AttentionMetadata& metadata,
+                           Tensor hidden, Tensor residual) override;
   void silu_mul(const Tensor& gate_up, Tensor out) override;
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) override;
   void sample(const Tensor& logits, const SamplingTensors& params, Tensor token_ids) override;
@@ -144,7 +151,11 @@ class CudaBackend final : public Backend {
   int num_sms_ = 0;
   StreamHandle stream_;
   std::unique_ptr<cuda::CublasLtLinear> linear_;
+  // NANOVLLM_FUSED_DECODE=1: decode batches run the fused kernel (fused_decode.h) where it
+  // serves them. Off by default: it is slower than the separate kernels (docs/BENCHMARKS.md).
+  bool fused_decode_enabled_ = false;
   Buffer sampling_scratch_;
+  Buffer fused_decode_scratch_;
   std::vector<Buffer> retired_scratch_;  // outgrown scratch that graphs may still name
 };
 
@@ -168,6 +179,8 @@ CudaBackend::CudaBackend(DType dtype) : dtype_(dtype) {
   NVLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   stream_.reset(stream);
   linear_ = std::make_unique<cuda::CublasLtLinear>();
+  const char* fused = std::getenv("NANOVLLM_FUSED_DECODE");
+  fused_decode_enabled_ = fused != nullptr && std::strcmp(fused, "1") == 0;
 }
 
 CudaBackend::~CudaBackend() {
@@ -486,6 +499,86 @@ void CudaBackend::run_attention(const Tensor& qkv, const LayerKVCache& cache,
   args.num_sms = num_sms_;
   args.qk_norm_rope = fused;
   cuda::paged_attention(args, stream());
+}
+
+bool CudaBackend::fused_decode_layers(const DecoderStack& stack, const Tensor& input_ids,
+                                      const Tensor& positions, const AttentionMetadata& metadata,
+                                      Tensor hidden, Tensor residual) {
+  if (!fused_decode_enabled_ || stack.layers.empty() || input_ids.ndim() != 1) return false;
+  const int64_t rows = input_ids.size(0);
+  const Tensor& embed = stack.embed_tokens;
+  cuda::FusedDecodeShape shape;
+  shape.dtype = dtype_;
+  shape.num_layers = static_cast<int>(stack.layers.size());
+  shape.rows = static_cast<int>(std::min<int64_t>(rows, INT32_MAX));
+  shape.hidden = embed.ndim() == 2 ? static_cast<int>(embed.size(1)) : 0;
+  shape.intermediate = static_cast<int>(stack.layers[0].down_proj.size(1));
+  shape.num_heads = stack.dims.num_heads;
+  shape.num_kv_heads = stack.dims.num_kv_heads;
+  shape.head_dim = stack.dims.head_dim;
+  shape.block_size = stack.kv_cache.empty() ? 0 : static_cast<int>(stack.kv_cache[0].k.size(1));
+  if (metadata.max_seqlen_q != 1 || metadata.num_seqs != rows ||
+      stack.kv_cache.size() != stack.layers.size() || !cuda::fused_decode_supported(shape)) {
+    return false;
+  }
+
+  const AttentionDims& dims = stack.dims;
+  const int64_t hidden_size = shape.hidden;
+  check_contiguous(embed, "embed_tokens", dtype_, {-1, hidden_size});
+  check_contiguous(input_ids, "input_ids", DType::kI32, {rows});
+  check_contiguous(positions, "positions", DType::kI32, {rows});
+  check_contiguous(metadata.context_lens, "context_lens", DType::kI32, {rows});
+  check_contiguous(metadata.block_tables, "block_tables", DType::kI32, {rows, -1});
+  check_contiguous(metadata.slot_mapping, "slot_mapping", DType::kI32, {rows});
+  check_contiguous(stack.cos_sin, "cos_sin", DType::kF32, {-1, dims.head_dim});
+  check_contiguous(hidden, "fused decode hidden", dtype_, {rows, hidden_size});
+  check_contiguous(residual, "fused decode residual", dtype_, {rows, hidden_size});
+  cuda::FusedDecodeArgs args;
+  args.shape = shape;
+  for (int i = 0; i < shape.num_layers; ++i) {
+    const DecoderLayerWeights& w = stack.layers[i];
+    const LayerKVCache& cache = stack.kv_cache[i];
+    check_contiguous(w.input_layernorm, "input_layernorm", dtype_, {hidden_size});
+    check_contiguous(w.qkv_proj, "qkv_proj", dtype_, {dims.qkv_size(), hidden_size});
+    check_contiguous(w.q_norm, "q_norm", dtype_, {dims.head_dim});
+    check_contiguous(w.k_norm, "k_norm", dtype_, {dims.head_dim});
+    check_contiguous(w.o_proj, "o_proj", dtype_, {hidden_size, dims.q_size()});
+    check_contiguous(w.post_attention_layernorm, "post_attention_layernorm", dtype_, {hidden_size});
+    check_contiguous(w.gate_up_proj, "gate_up_proj", dtype_, {2 * shape.intermediate, hidden_size});
+    check_contiguous(w.down_proj, "down_proj", dtype_, {hidden_size, shape.intermediate});
+    cuda::check_kv_cache(cache, dims, dtype_);
+    NVLLM_CHECK_EQ(cache.k.size(1), int64_t{shape.block_size});
+    args.layers[i] = {w.input_layernorm.data(), w.qkv_proj.data(),
+                      w.q_norm.data(),          w.k_norm.data(),
+                      w.o_proj.data(),          w.post_attention_layernorm.data(),
+                      w.gate_up_proj.data(),    w.down_proj.data(),
+                      cache.k.data(),           cache.v.data()};
+  }
+  args.eps = stack.eps;
+  args.scale = stack.scale;
+  args.embed_tokens = embed.data();
+  args.vocab = embed.size(0);
+  args.input_ids = input_ids.data_as<int32_t>();
+  args.positions = positions.data_as<int32_t>();
+  args.context_lens = metadata.context_lens.data_as<int32_t>();
+  args.block_tables = metadata.block_tables.data_as<int32_t>();
+  args.block_table_stride = static_cast<int>(metadata.block_tables.size(1));
+  args.slot_mapping = metadata.slot_mapping.data_as<int32_t>();
+  args.num_slots = stack.kv_cache[0].k.size(0) * stack.kv_cache[0].k.size(1);
+  args.cos_sin = stack.cos_sin.data_as<float>();
+  args.max_positions = stack.cos_sin.size(0);
+  args.hidden_out = hidden.data();
+  args.residual_out = residual.data();
+  // Sized once for every batch size the kernel takes, so graphs of all sizes share it.
+  size_t scratch_bytes = 0;
+  for (int r = 1; r <= cuda::kFusedDecodeMaxRows; ++r) {
+    cuda::FusedDecodeShape sized = shape;
+    sized.rows = r;
+    scratch_bytes = std::max(scratch_bytes, cuda::fused_decode_scratch_bytes(sized));
+  }
+  args.scratch = grow_scratch(fused_decode_scratch_, scratch_bytes, "fused decode");
+  cuda::fused_decode(args, stream());
+  return true;
 }
 
 void CudaBackend::silu_mul(const Tensor& gate_up, Tensor out) {

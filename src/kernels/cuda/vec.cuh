@@ -106,6 +106,47 @@ __device__ __forceinline__ void zero_elements(T* dst) {
   }
 }
 
+// The 8 bf16/f16 elements of a 16-byte vector as floats, and back (rounded to nearest even),
+// in registers only: where local memory is slow (a kernel whose shared memory leaves L1
+// little room), a reinterpreted array would not be.
+__device__ __forceinline__ void unpack_pair(uint32_t word, __nv_bfloat16, float& lo, float& hi) {
+  lo = __uint_as_float(word << 16);
+  hi = __uint_as_float(word & 0xffff0000u);
+}
+__device__ __forceinline__ void unpack_pair(uint32_t word, __half, float& lo, float& hi) {
+  lo = __half2float(__ushort_as_half(static_cast<unsigned short>(word & 0xffffu)));
+  hi = __half2float(__ushort_as_half(static_cast<unsigned short>(word >> 16)));
+}
+__device__ __forceinline__ uint32_t pack_pair(float lo, float hi, __nv_bfloat16) {
+  return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
+         (static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16);
+}
+__device__ __forceinline__ uint32_t pack_pair(float lo, float hi, __half) {
+  return static_cast<uint32_t>(__half_as_ushort(__float2half_rn(lo))) |
+         (static_cast<uint32_t>(__half_as_ushort(__float2half_rn(hi))) << 16);
+}
+template <typename T>
+__device__ __forceinline__ void unpack8(const uint4& vector, float (&values)[8]) {
+  unpack_pair(vector.x, T{}, values[0], values[1]);
+  unpack_pair(vector.y, T{}, values[2], values[3]);
+  unpack_pair(vector.z, T{}, values[4], values[5]);
+  unpack_pair(vector.w, T{}, values[6], values[7]);
+}
+template <typename T>
+__device__ __forceinline__ uint4 pack8(const float (&values)[8]) {
+  return make_uint4(pack_pair(values[0], values[1], T{}), pack_pair(values[2], values[3], T{}),
+                    pack_pair(values[4], values[5], T{}), pack_pair(values[6], values[7], T{}));
+}
+
+// Dot product of 8 floats as a tree (a short dependency chain).
+__device__ __forceinline__ float dot8(const float (&a)[8], const float (&b)[8]) {
+  const float p0 = fmaf(a[1], b[1], a[0] * b[0]);
+  const float p1 = fmaf(a[3], b[3], a[2] * b[2]);
+  const float p2 = fmaf(a[5], b[5], a[4] * b[4]);
+  const float p3 = fmaf(a[7], b[7], a[6] * b[6]);
+  return (p0 + p1) + (p2 + p3);
+}
+
 // Host side: whether every pointer is 16-byte aligned and every count (row lengths, row strides,
 // column offsets, in elements) is a multiple of kVecWidth<T>, so a kernel can use 16-byte
 // accesses throughout.
