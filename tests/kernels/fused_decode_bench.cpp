@@ -120,11 +120,7 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties) {
 
   cuda::FusedDecodeShape shape{DType::kBF16, kLayers,     1,        kHidden,   kIntermediate,
                                kNumHeads,    kNumKvHeads, kHeadDim, kBlockSize};
-  size_t scratch_bytes = 0;
-  for (int r = 1; r <= rows; ++r) {
-    shape.rows = r;
-    scratch_bytes = std::max(scratch_bytes, cuda::fused_decode_scratch_bytes(shape));
-  }
+  const size_t scratch_bytes = cuda::fused_decode_scratch_bytes(shape);
   DeviceBuffer scratch(scratch_bytes);
   NVLLM_CUDA_CHECK(cudaMemset(scratch.get(), 0, scratch_bytes));
   args.scratch = scratch.get();

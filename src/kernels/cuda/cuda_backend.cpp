@@ -569,14 +569,9 @@ bool CudaBackend::fused_decode_layers(const DecoderStack& stack, const Tensor& i
   args.max_positions = stack.cos_sin.size(0);
   args.hidden_out = hidden.data();
   args.residual_out = residual.data();
-  // Sized once for every batch size the kernel takes, so graphs of all sizes share it.
-  size_t scratch_bytes = 0;
-  for (int r = 1; r <= cuda::kFusedDecodeMaxRows; ++r) {
-    cuda::FusedDecodeShape sized = shape;
-    sized.rows = r;
-    scratch_bytes = std::max(scratch_bytes, cuda::fused_decode_scratch_bytes(sized));
-  }
-  args.scratch = grow_scratch(fused_decode_scratch_, scratch_bytes, "fused decode");
+  // Sized for every batch size the kernel takes, so graphs of all sizes share it.
+  args.scratch =
+      grow_scratch(fused_decode_scratch_, cuda::fused_decode_scratch_bytes(shape), "fused decode");
   cuda::fused_decode(args, stream());
   return true;
 }

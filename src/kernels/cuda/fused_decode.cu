@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "core/check.h"
 #include "kernels/cuda/cuda_check.h"
@@ -533,30 +534,54 @@ void launch_head_dim(const FusedDecodeArgs& args, const Layout& layout, int num_
 }  // namespace
 }  // namespace fused
 
-bool fused_decode_supported(const FusedDecodeShape& s) {
-  if (s.dtype != DType::kBF16 && s.dtype != DType::kF16) return false;
-  if (s.head_dim != 64 && s.head_dim != 128) return false;
-  if (s.num_heads <= 0 || s.num_kv_heads <= 0 || s.num_heads % s.num_kv_heads != 0) return false;
-  if (s.num_heads / s.num_kv_heads > fused::kMaxGroup) return false;
-  if (s.rows < 1 || s.rows > kFusedDecodeMaxRows) return false;
-  if (s.num_layers < 1 || s.num_layers > kFusedDecodeMaxLayers) return false;
-  if (s.block_size < fused::kChunkKeys || s.block_size % fused::kChunkKeys != 0) return false;
-  // The projections take k in 32-wide steps; hidden also sizes 16-byte vectors of the norm.
-  if (s.hidden <= 0 || s.hidden % fused::kStepElems != 0 || s.intermediate <= 0 ||
-      s.intermediate % fused::kStepElems != 0) {
-    return false;
+namespace fused {
+namespace {
+
+// The shape's layout on the current device, or none where fused_decode_supported() says no.
+std::optional<Layout> layout_for(const FusedDecodeShape& s) {
+  if (s.dtype != DType::kBF16 && s.dtype != DType::kF16) return std::nullopt;
+  if (s.head_dim != 64 && s.head_dim != 128) return std::nullopt;
+  if (s.num_heads <= 0 || s.num_kv_heads <= 0 || s.num_heads % s.num_kv_heads != 0) {
+    return std::nullopt;
   }
-  const fused::DeviceLimits limits = fused::device_limits();
-  return fused::make_layout(s, limits.multiprocessors, limits.shared_memory).num_stages > 0;
+  if (s.num_heads / s.num_kv_heads > kMaxGroup) return std::nullopt;
+  if (s.rows < 1 || s.rows > kFusedDecodeMaxRows) return std::nullopt;
+  if (s.num_layers < 1 || s.num_layers > kFusedDecodeMaxLayers) return std::nullopt;
+  if (s.block_size < kChunkKeys || s.block_size % kChunkKeys != 0) return std::nullopt;
+  // The projections take k in 32-wide steps; hidden also sizes 16-byte vectors of the norm.
+  if (s.hidden <= 0 || s.hidden % kStepElems != 0 || s.intermediate <= 0 ||
+      s.intermediate % kStepElems != 0) {
+    return std::nullopt;
+  }
+  const DeviceLimits limits = device_limits();
+  const Layout layout = make_layout(s, limits.multiprocessors, limits.shared_memory);
+  if (layout.num_stages == 0) return std::nullopt;
+  return layout;
+}
+
+}  // namespace
+}  // namespace fused
+
+bool fused_decode_supported(const FusedDecodeShape& shape) {
+  return fused::layout_for(shape).has_value();
 }
 
 size_t fused_decode_scratch_bytes(const FusedDecodeShape& shape) {
   const fused::DeviceLimits limits = fused::device_limits();
-  return fused::make_layout(shape, limits.multiprocessors, limits.shared_memory).scratch_bytes;
+  size_t bytes = 0;
+  for (int rows = 1; rows <= kFusedDecodeMaxRows; ++rows) {
+    FusedDecodeShape sized = shape;
+    sized.rows = rows;
+    bytes = std::max(
+        bytes,
+        fused::make_layout(sized, limits.multiprocessors, limits.shared_memory).scratch_bytes);
+  }
+  return bytes;
 }
 
 void fused_decode(const FusedDecodeArgs& args, cudaStream_t stream) {
-  NVLLM_CHECK_MSG(fused_decode_supported(args.shape),
+  const std::optional<fused::Layout> layout = fused::layout_for(args.shape);
+  NVLLM_CHECK_MSG(layout.has_value(),
                   "fused decode: unsupported shape ({} layers, {} rows, hidden {}, "
                   "intermediate {}, {} heads over {} kv heads of {})",
                   args.shape.num_layers, args.shape.rows, args.shape.hidden,
@@ -564,13 +589,11 @@ void fused_decode(const FusedDecodeArgs& args, cudaStream_t stream) {
                   args.shape.head_dim);
   NVLLM_CHECK(args.scratch != nullptr && args.hidden_out != nullptr &&
               args.residual_out != nullptr && args.embed_tokens != nullptr);
-  const fused::DeviceLimits limits = fused::device_limits();
-  const int num_ctas = limits.multiprocessors;
-  const fused::Layout layout = fused::make_layout(args.shape, num_ctas, limits.shared_memory);
+  const int num_ctas = fused::device_limits().multiprocessors;
   if (args.shape.dtype == DType::kBF16) {
-    fused::launch_head_dim<__nv_bfloat16>(args, layout, num_ctas, stream);
+    fused::launch_head_dim<__nv_bfloat16>(args, *layout, num_ctas, stream);
   } else {
-    fused::launch_head_dim<__half>(args, layout, num_ctas, stream);
+    fused::launch_head_dim<__half>(args, *layout, num_ctas, stream);
   }
 }
 

@@ -108,9 +108,10 @@ enum FusedDecodeEvent {
 // buffers within the device's shared memory.
 bool fused_decode_supported(const FusedDecodeShape& shape);
 
-// Device scratch the launch needs: every layer's intermediate activations and attention
-// partials as tagged words, and the launch counter the tags come from. Zeroed once, when
-// allocated (zero is no launch's tag); launches of any batch size can share it.
+// Device scratch a launch of this shape with any number of rows needs: every layer's
+// intermediate activations and attention partials as tagged words, and the launch counter
+// the tags come from. Zeroed once, when allocated (zero is no launch's tag); launches of any
+// batch size share it.
 size_t fused_decode_scratch_bytes(const FusedDecodeShape& shape);
 
 // Enqueues the kernel (no allocation, so it can be captured in a graph).

@@ -15,19 +15,20 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/attention_mma.cuh"
 #include "kernels/cuda/fused_decode.h"
 #include "kernels/cuda/fused_decode_sync.cuh"
 #include "kernels/cuda/head_norm_rope.cuh"
 
 namespace nanovllm::cuda::fused {
 
-constexpr int kChunkKeys = 16;    // keys per chunk; block sizes are multiples of it
+using attention::kChunkKeys;  // keys per chunk; block sizes are multiples of it
+using attention::kLog2e;
 constexpr int kMaxGroup = 8;      // query heads per kv head
 constexpr int kHeadsPerPass = 2;  // query heads one pass over the keys serves
 constexpr int kKeysPerSplit = kConsumerWarps * kChunkKeys;  // a split per this many keys
 // Splits of one (row, kv head), times its query heads, at most (what split 0 stages).
 constexpr int kMaxSplitHeads = 32;
-constexpr float kLog2e = 1.4426950408889634f;
 
 // This layer's tagged words (fused_decode_sync.cuh) the phase reads and writes.
 struct AttentionWords {

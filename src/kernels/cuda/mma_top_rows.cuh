@@ -3,10 +3,9 @@
 // B columns.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cstdint>
+
+#include "kernels/cuda/attention_mma.cuh"
 
 namespace nanovllm::cuda {
 
@@ -14,24 +13,9 @@ namespace nanovllm::cuda {
 // A (g, 2t+8..2t+9); b0 holds B (2t..2t+1, g), b1 holds B (2t+8..2t+9, g).
 template <typename T>
 __device__ __forceinline__ void mma_top_rows(float (&d)[4], uint32_t a0, uint32_t a2, uint32_t b0,
-                                             uint32_t b1);
-template <>
-__device__ __forceinline__ void mma_top_rows<__nv_bfloat16>(float (&d)[4], uint32_t a0, uint32_t a2,
-                                                            uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
-}
-template <>
-__device__ __forceinline__ void mma_top_rows<__half>(float (&d)[4], uint32_t a0, uint32_t a2,
-                                                     uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+                                             uint32_t b1) {
+  const uint32_t a[4] = {a0, 0u, a2, 0u};
+  attention::MmaType<T>::mma(d, a, b0, b1);
 }
 
 }  // namespace nanovllm::cuda
