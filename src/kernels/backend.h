@@ -7,8 +7,10 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "core/buffer.h"
+#include "core/check.h"
 #include "core/tensor.h"
 
 namespace nanovllm {
@@ -205,6 +207,35 @@ class Backend {
   // out = silu(gate) * up where gate_up = [gate | up].  gate_up [T, 2I]; out [T, I]
   virtual void silu_mul(const Tensor& gate_up, Tensor out) = 0;
 
+  // Whether the three ops below serve `rows` rows of a model with these widths (the GPU's
+  // decode batches). Each is one kernel there, in place of a norm, SiLU or residual add before
+  // or after a linear; the model runs the separate ops where this is false.
+  virtual bool fuses_linear_neighbours(int64_t rows, int64_t hidden, int64_t intermediate) const {
+    (void)rows;
+    (void)hidden;
+    (void)intermediate;
+    return false;
+  }
+  // out = rms_norm(x, norm_weight, eps) @ weight^T.  x [M, K]; norm_weight [K]; weight [N, K];
+  // out [M, N] of the compute dtype or f32.
+  virtual void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps,
+                               const Tensor& weight, Tensor out) {
+    (void)x, (void)norm_weight, (void)eps, (void)weight, (void)out;
+    unserved("rms_norm_linear");
+  }
+  // residual += x @ weight^T, the product rounded to the compute dtype first (linear, then the
+  // add of add_rms_norm).  x [M, K]; weight [N, K]; residual [M, N]
+  virtual void linear_add(const Tensor& x, const Tensor& weight, Tensor residual) {
+    (void)x, (void)weight, (void)residual;
+    unserved("linear_add");
+  }
+  // residual += silu_mul(gate_up) @ weight^T, rounded as linear_add.  gate_up [M, 2I];
+  // weight [N, I]; residual [M, N]
+  virtual void silu_linear_add(const Tensor& gate_up, const Tensor& weight, Tensor residual) {
+    (void)gate_up, (void)weight, (void)residual;
+    unserved("silu_linear_add");
+  }
+
   // out[i, :] = x[indices[i], :].  x [T, H]; indices int32 [B]; out [B, H]
   virtual void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) = 0;
 
@@ -216,6 +247,11 @@ class Backend {
   // likely tokens of each row (out.top_* are [B, num_top], undefined when num_top is 0).
   virtual void compute_logprobs(const Tensor& logits, const Tensor& token_ids, int num_top,
                                 const LogprobsTensors& out) = 0;
+
+ private:
+  [[noreturn]] static void unserved(const char* op) {
+    throw Error(std::string(op) + ": not served by this backend (see fuses_linear_neighbours)");
+  }
 };
 
 // fp32 ops on a pool of num_threads threads (0: one per hardware thread). Like every backend,

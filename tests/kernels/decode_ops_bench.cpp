@@ -1,9 +1,11 @@
 // What one batch-1 (and batch-8) decode step of Qwen3-0.6B costs op by op: each op is timed in
 // a CUDA graph of many back-to-back calls, as the engine replays decode, so the figure includes
-// the launch-to-launch gap a real step pays. The GEMVs run over enough distinct weights that L2
-// cannot hold them and are compared with the device-to-device copy bandwidth; the small ops are
-// latency figures. The sum over a step's ops is printed beside the weight-streaming floor. The
-// q/k norm and rotary run inside decode attention (attention_bench times attention alone).
+// the launch-to-launch gap a real step pays. The GEMVs that carry their neighbours (the norms,
+// SiLU and residual adds: gemv.h) are timed too, with the step they make. The GEMVs run over enough
+// distinct weights that L2 cannot hold them and are compared with the device-to-device copy
+// bandwidth; the small ops are latency figures. The sum over a step's ops is printed beside the
+// weight-streaming floor. The q/k norm and rotary run inside decode attention (attention_bench
+// times attention alone).
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -28,19 +30,25 @@ constexpr int kQkvWidth = (kNumHeads + 2 * kNumKvHeads) * kHeadDim;
 constexpr int kMaxCopies = 64;
 constexpr int kSmallOpCalls = 200;
 
+// What rides along with a GEMV (gemv.h): the norm of its input, SiLU * up of it, the
+// residual add of its output.
+enum class Fusion { kNone, kNorm, kResidual, kSiluResidual };
+
 struct GemvShape {
   const char* name;
   int64_t n, k;
   int per_step;  // calls in one decode step
   DType out_dtype;
+  Fusion fusion = Fusion::kNone;
 };
 
 struct Row {
   std::string op;
   int m;
-  double us;       // per call
-  double gbps;     // weight bytes per second; 0 for latency figures
-  double step_us;  // us x calls per step
+  double us;           // per call
+  double gbps;         // weight bytes per second; 0 for latency figures
+  double step_us;      // us x calls per step
+  bool fused = false;  // of the step that fuses the linears' neighbours, not of the separate ops'
 };
 
 // Microseconds per call of `m` x [n, k]^T, over distinct weights that L2 cannot hold, or with
@@ -54,11 +62,22 @@ Row bench_gemv(const GemvShape& shape, int m, bool in_l2, cudaStream_t stream, s
   const int calls = in_l2 ? kMaxCopies : copies;
   DeviceBuffer weights(weight_bytes * copies);
   fill_random_bf16(weights.get(), weight_bytes * copies, rng);
-  DeviceBuffer x(size_t{2} * m * shape.k);
-  fill_random_bf16(x.get(), size_t{2} * m * shape.k, rng);
+  const int64_t x_width = shape.fusion == Fusion::kSiluResidual ? 2 * shape.k : shape.k;
+  DeviceBuffer x(size_t{2} * m * x_width);
+  fill_random_bf16(x.get(), size_t{2} * m * x_width, rng);
   DeviceBuffer out(dtype_size(shape.out_dtype) * m * shape.n);
-  cuda::GemvArgs args{DType::kBF16, shape.out_dtype, x.get(), shape.k, nullptr, shape.k,
+  fill_random_bf16(out.get(), dtype_size(shape.out_dtype) * m * shape.n, rng);
+  DeviceBuffer norm_weight(size_t{2} * shape.k);
+  fill_random_bf16(norm_weight.get(), size_t{2} * shape.k, rng);
+  cuda::GemvArgs args{DType::kBF16, shape.out_dtype, x.get(), x_width, nullptr, shape.k,
                       out.get(),    shape.n,         m,       shape.n, shape.k};
+  if (shape.fusion == Fusion::kNorm) args.norm_weight = norm_weight.get();
+  if (shape.fusion == Fusion::kNorm) args.eps = 1e-6f;
+  if (shape.fusion == Fusion::kSiluResidual) args.silu_gate = true;
+  if (shape.fusion == Fusion::kResidual || shape.fusion == Fusion::kSiluResidual) {
+    args.residual = out.get();
+    args.ldr = shape.n;
+  }
   const double ms = time_graph_ms(stream, [&] {
     for (int c = 0; c < calls; ++c) {
       args.weight = weights.get<char>() + (c % copies) * weight_bytes;
@@ -66,8 +85,12 @@ Row bench_gemv(const GemvShape& shape, int m, bool in_l2, cudaStream_t stream, s
     }
   });
   const double us = ms * 1e3 / calls;
-  return {fmt::format("gemv {} [{}x{}]{}", shape.name, shape.n, shape.k, in_l2 ? ", in L2" : ""), m,
-          us, weight_bytes / (us * 1e-6) / 1e9, in_l2 ? 0.0 : us * shape.per_step};
+  return {fmt::format("gemv {} [{}x{}]{}", shape.name, shape.n, shape.k, in_l2 ? ", in L2" : ""),
+          m,
+          us,
+          weight_bytes / (us * 1e-6) / 1e9,
+          in_l2 ? 0.0 : us * shape.per_step,
+          shape.fusion != Fusion::kNone};
 }
 
 // Microseconds per call of `op` (one decode step's worth of rows), back to back.
@@ -87,11 +110,20 @@ std::vector<Row> bench_batch(int m, cudaStream_t stream, std::mt19937& rng) {
       {"gate_up_proj", 2 * kIntermediate, kHidden, kLayers, DType::kBF16},
       {"down_proj", kHidden, kIntermediate, kLayers, DType::kBF16},
       {"lm_head", kVocab, kHidden, 1, DType::kF32},
+      {"input norm + qkv_proj", kQkvWidth, kHidden, kLayers, DType::kBF16, Fusion::kNorm},
+      {"o_proj + residual add", kHidden, kNumHeads * kHeadDim, kLayers, DType::kBF16,
+       Fusion::kResidual},
+      {"norm + gate_up_proj", 2 * kIntermediate, kHidden, kLayers, DType::kBF16, Fusion::kNorm},
+      {"SiLU + down_proj + residual add", kHidden, kIntermediate, kLayers, DType::kBF16,
+       Fusion::kSiluResidual},
+      {"final norm + lm_head", kVocab, kHidden, 1, DType::kF32, Fusion::kNorm},
   };
   std::vector<Row> rows;
   for (const GemvShape& shape : shapes) rows.push_back(bench_gemv(shape, m, false, stream, rng));
   for (const GemvShape& shape : shapes) {
-    if (shape.per_step > 1) rows.push_back(bench_gemv(shape, m, true, stream, rng));
+    if (shape.per_step > 1 && shape.fusion == Fusion::kNone) {
+      rows.push_back(bench_gemv(shape, m, true, stream, rng));
+    }
   }
 
   DeviceBuffer h(size_t{2} * m * kHidden), residual(size_t{2} * m * kHidden);
@@ -122,9 +154,9 @@ int run(cudaStream_t stream, const cudaDeviceProp& prop) {
   fmt::print("| op | rows | us / call | GB/s | % of copy | us / step |\n");
   fmt::print("| --- | ---: | ---: | ---: | ---: | ---: |\n");
   for (int m : {1, 8}) {
-    double step_us = 0.0;
+    double step_us = 0.0, fused_step_us = 0.0;
     for (const Row& r : bench_batch(m, stream, rng)) {
-      step_us += r.step_us;
+      (r.fused ? fused_step_us : step_us) += r.step_us;
       const std::string bandwidth =
           r.gbps > 0 ? fmt::format("{:.0f} | {:.1f}", r.gbps, 100.0 * r.gbps / copy_gbps) : "|";
       fmt::print("| {} | {} | {:.2f} | {} | {:.1f} |\n", r.op, r.m, r.us, bandwidth, r.step_us);
@@ -134,8 +166,12 @@ int run(cudaStream_t stream, const cudaDeviceProp& prop) {
         2.0 * (kLayers * (double(kQkvWidth) * kHidden + kHidden * kNumHeads * kHeadDim +
                           3.0 * kIntermediate * kHidden) +
                double(kVocab) * kHidden);
-    fmt::print("| sum over a step, rows {} (no attention, sampling) | | | | | {:.1f} |\n", m,
-               step_us);
+    fmt::print(
+        "| sum over a step, rows {}, separate ops (no attention, sampling) | | | | | {:.1f} |\n", m,
+        step_us);
+    fmt::print(
+        "| sum over a step, rows {}, fused linears (no attention, sampling) | | | | | {:.1f} |\n",
+        m, fused_step_us);
     fmt::print("| weight-streaming floor, rows {} | | | | | {:.1f} |\n", m,
                weight_bytes / (copy_gbps * 1e9) * 1e6);
   }

@@ -134,8 +134,12 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   for (int i = 0; i < Layout::kStages; ++i) first_blocks[i] = block_of(i);
   // One commit group per chunk slot, empty past the end, so wait_group counts stay exact. The
   // chunks before this step's keys go out first (positions rise with i), the rest after the
-  // wait.
-  const auto before_new_keys = [&](int i) { return first_key(i) + kChunkKeys <= context - q_len; };
+  // wait, except with the fused q/k norm at one query row: this kernel makes that row's key
+  // itself and patches it into the staged chunk, so every chunk may go out first.
+  const bool new_key_made_here = fuse_qk_norm && q_len == 1;
+  const auto before_new_keys = [&](int i) {
+    return new_key_made_here || first_key(i) + kChunkKeys <= context - q_len;
+  };
   int issued = 0;  // slots committed before the wait
 #pragma unroll
   for (int i = 0; i < Layout::kStages - 1; ++i) {

@@ -17,6 +17,7 @@
 #include "kernels/cuda/device_allocator.h"
 #include "kernels/cuda/elementwise_ops.h"
 #include "kernels/cuda/fused_decode.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/sampling_ops.h"
 #include "kernels/cuda/tensor_checks.h"
@@ -116,6 +117,11 @@ class CudaBackend final : public Backend {
                            const Tensor& positions, const AttentionMetadata& metadata,
                            Tensor hidden, Tensor residual) override;
   void silu_mul(const Tensor& gate_up, Tensor out) override;
+  bool fuses_linear_neighbours(int64_t rows, int64_t hidden, int64_t intermediate) const override;
+  void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& weight,
+                       Tensor out) override;
+  void linear_add(const Tensor& x, const Tensor& weight, Tensor residual) override;
+  void silu_linear_add(const Tensor& gate_up, const Tensor& weight, Tensor residual) override;
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) override;
   void sample(const Tensor& logits, const SamplingTensors& params, Tensor token_ids) override;
   void compute_logprobs(const Tensor& logits, const Tensor& token_ids, int num_top,
@@ -123,6 +129,9 @@ class CudaBackend final : public Backend {
 
  private:
   cudaStream_t stream() const { return stream_.get(); }
+  cuda::GemvArgs gemv_args(const char* op, const Tensor& x, int64_t k, const Tensor& weight,
+                           const Tensor& out) const;
+  void run_gemv(const char* op, const cuda::GemvArgs& args);
   bool capturing() const;
   void check_not_capturing(std::string_view what) const;
   // `scratch` grown to at least `bytes` (its contents are not kept); growing allocates, which
@@ -587,6 +596,82 @@ void CudaBackend::silu_mul(const Tensor& gate_up, Tensor out) {
                   "silu_mul out must not share storage with gate_up");
   cuda::silu_mul(dtype_, gate_up.data(), gate_up.stride(0), rows, width, out.data(), out.stride(0),
                  stream());
+}
+
+bool CudaBackend::fuses_linear_neighbours(int64_t rows, int64_t hidden,
+                                          int64_t intermediate) const {
+  // NANOVLLM_FUSED_LINEARS=0 runs the separate ops, to measure or rule out the fusion.
+  static const bool enabled = [] {
+    const char* value = std::getenv("NANOVLLM_FUSED_LINEARS");
+    return value == nullptr || std::string_view(value) != "0";
+  }();
+  const bool half = dtype_ == DType::kBF16 || dtype_ == DType::kF16;
+  return enabled && half && rows >= 1 && rows <= cuda::kGemvMaxRows && hidden % 8 == 0 &&
+         hidden <= cuda::kGemvMaxNormWidth && intermediate % 8 == 0;
+}
+
+// The GEMV operands of out = x @ weight^T, checked as linear checks them; `op` names the
+// caller in errors. x is [M, K] (k_width: K, or half of it for a [gate | up] x).
+cuda::GemvArgs CudaBackend::gemv_args(const char* op, const Tensor& x, int64_t k,
+                                      const Tensor& weight, const Tensor& out) const {
+  check_rows(x, fmt::format("{} x", op), dtype_, {-1, -1});
+  const int64_t m = x.size(0);
+  check_rows(weight, fmt::format("{} weight", op), dtype_, {-1, k});
+  const int64_t n = weight.size(0);
+  check_rows(out, fmt::format("{} out", op), out.dtype(), {m, n});
+  NVLLM_CHECK_MSG(out.data() != x.data() && out.data() != weight.data(),
+                  "{} out must not share storage with its inputs", op);
+  return cuda::GemvArgs{dtype_,
+                        out.dtype(),
+                        x.data(),
+                        x.stride(0),
+                        weight.data(),
+                        weight.stride(0),
+                        out.data(),
+                        out.stride(0),
+                        m,
+                        n,
+                        k};
+}
+
+void CudaBackend::run_gemv(const char* op, const cuda::GemvArgs& args) {
+  NVLLM_CHECK_MSG(cuda::gemv_supported(args),
+                  "{}: {} rows of width {} into {} are not served (fuses_linear_neighbours)", op,
+                  args.m, args.k, args.n);
+  cuda::gemv(args, stream());
+}
+
+void CudaBackend::rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps,
+                                  const Tensor& weight, Tensor out) {
+  NVLLM_CHECK_MSG(out.dtype() == dtype_ || out.dtype() == DType::kF32,
+                  "rms_norm_linear out is {}, expected {} or float32", dtype_name(out.dtype()),
+                  dtype_name(dtype_));
+  cuda::GemvArgs args = gemv_args("rms_norm_linear", x, x.size(1), weight, out);
+  check_contiguous(norm_weight, "rms_norm_linear norm_weight", dtype_, {args.k});
+  args.norm_weight = norm_weight.data();
+  args.eps = eps;
+  run_gemv("rms_norm_linear", args);
+}
+
+void CudaBackend::linear_add(const Tensor& x, const Tensor& weight, Tensor residual) {
+  check_rows(residual, "linear_add residual", dtype_, {-1, -1});
+  cuda::GemvArgs args = gemv_args("linear_add", x, x.size(1), weight, residual);
+  args.residual = residual.data();
+  args.ldr = residual.stride(0);
+  run_gemv("linear_add", args);
+}
+
+void CudaBackend::silu_linear_add(const Tensor& gate_up, const Tensor& weight, Tensor residual) {
+  check_rows(gate_up, "silu_linear_add gate_up", dtype_, {-1, -1});
+  NVLLM_CHECK_MSG(gate_up.size(1) % 2 == 0, "silu_linear_add gate_up {} has an odd width",
+                  gate_up.shape_string());
+  check_rows(residual, "silu_linear_add residual", dtype_, {-1, -1});
+  cuda::GemvArgs args =
+      gemv_args("silu_linear_add", gate_up, gate_up.size(1) / 2, weight, residual);
+  args.silu_gate = true;
+  args.residual = residual.data();
+  args.ldr = residual.stride(0);
+  run_gemv("silu_linear_add", args);
 }
 
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& indices, Tensor out) {

@@ -10,11 +10,19 @@
 // when x and weight share it: lane t's slots 2t, 2t+1, 2t+8, 2t+9 hold elements 0..3 of its
 // vector in one MMA and elements 4..7 in the next, for x (A) and the weight (B) alike. The
 // warps' partial sums meet in shared memory and are added in a fixed order (deterministic).
+//
+// The op before or after a decode GEMV can ride along, saving a kernel and its round trip:
+// - the RMS norm of x: the CTA holds all of each x row, so the warps' sums of squares meet in
+//   shared memory (one barrier) and the staged vectors are normalized before the MMAs;
+// - SiLU * up: the gate and the up vectors are both staged and multiplied before the MMAs;
+// - the residual add: each output is rounded, added to the residual read right after the
+//   wait, and written back over it.
 #include "kernels/cuda/gemv.h"
 
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cuda/elementwise_math.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma_top_rows.cuh"
 #include "kernels/cuda/vec.cuh"
@@ -56,34 +64,135 @@ __device__ __forceinline__ void wait_copies() {
           : "memory");
 }
 
-// Shared memory of a warp: kVectorsPerStep vectors per lane of the weight, then of x; and its
-// partial sums [x row][tile row].
-constexpr int kStagedVectors = 2 * kVectorsPerStep * 32;
-constexpr size_t kWarpSmemBytes = kStagedVectors * sizeof(uint4) + kTileRows * kTileRows * 4;
+enum class Input { kX, kRmsNorm, kSiluGate };
 
-// Grid: one CTA per tile of kTileRows weight rows; block: 1..kMaxWarps warps splitting k;
-// dynamic shared memory: warps * kWarpSmemBytes.
+// Shared memory of a warp: kVectorsPerStep vectors per lane of the weight, then of x (of the
+// gate with kSiluGate), then of the up rows (kSiluGate) or of norm_weight (kRmsNorm: the
+// vector each lane transforms). After the warps: the partial sums [warp][x row][tile row] and the
+// sums of squares [warp][x row].
+template <Input kInput>
+constexpr int kWarpVectors = 2 * kVectorsPerStep * 32 +
+                             (kInput == Input::kSiluGate ? kVectorsPerStep * 32 : 0) +
+                             (kInput == Input::kRmsNorm ? 32 : 0);
+template <Input kInput>
+constexpr size_t kWarpSmemBytes = kWarpVectors<kInput> * sizeof(uint4) +
+                                  (kTileRows * kTileRows + kTileRows) * sizeof(float);
+
+template <typename T>
+__device__ __forceinline__ float2 unpack(uint32_t pair) {
+  T values[2];
+  memcpy(values, &pair, sizeof(pair));
+  return make_float2(to_float(values[0]), to_float(values[1]));
+}
+
+// f(element, position 0..7) over the 8 elements of a vector, packed back into one.
+template <typename T, typename F>
+__device__ __forceinline__ uint4 map_vector(uint4 v, F f) {
+  uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const float2 pair = unpack<T>(words[w]);
+    words[w] = attention::MmaType<T>::pack(f(pair.x, 2 * w), f(pair.y, 2 * w + 1));
+  }
+  return make_uint4(words[0], words[1], words[2], words[3]);
+}
+
+template <typename T>
+__device__ __forceinline__ float element(uint4 v, int position) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+  const float2 pair = unpack<T>(words[position / 2]);
+  return position % 2 == 0 ? pair.x : pair.y;
+}
+
 template <typename T, typename OutT>
-__global__ void __launch_bounds__(kMaxWarps * 32)
-    gemv_kernel(const T* __restrict__ x, int64_t ldx, const T* __restrict__ weight, int64_t ldw,
-                OutT* __restrict__ out, int64_t ldo, int m, int64_t n, int64_t k) {
+struct GemvParams {
+  const T* x;  // [m, k], or [m, 2k] with kSiluGate
+  int64_t ldx;
+  const T* weight;  // [n, k]
+  int64_t ldw;
+  OutT* out;  // [m, n]; may be residual
+  int64_t ldo;
+  int m;
+  int64_t n, k;
+  const T* norm_weight;  // [k], kRmsNorm
+  float eps;
+  const T* residual;  // [m, n] or nullptr
+  int64_t ldr;
+};
+
+// Grid: one CTA per tile of kTileRows weight rows; block: 1..kMaxWarps warps splitting k (all
+// of k in one step with kRmsNorm); dynamic shared memory: warps * kWarpSmemBytes<kInput>.
+template <typename T, typename OutT, Input kInput, bool kAddResidual>
+__global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T, OutT> p) {
+  constexpr int kVectors = kWarpVectors<kInput>;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int warps = static_cast<int>(blockDim.x) / 32;
-  // [warps][2][kVectorsPerStep][32 lanes] vectors, then [warps][x row][tile row] floats.
+  const int m = p.m;
+  const int64_t n = p.n;
   extern __shared__ uint4 staging[];
-  auto* partial =
-      reinterpret_cast<float(*)[kTileRows][kTileRows]>(staging + warps * kStagedVectors);
+  auto* partial = reinterpret_cast<float(*)[kTileRows][kTileRows]>(staging + warps * kVectors);
+  float(*row_squares)[kTileRows] = reinterpret_cast<float(*)[kTileRows]>(partial + warps);
   const int g = lane / kLanesPerRow;  // x row and tile row of this lane
   const int t = lane % kLanesPerRow;  // its vector within each group of 4
   const int64_t tile_first = static_cast<int64_t>(blockIdx.x) * kTileRows;
   const bool weight_row_valid = tile_first + g < n;
   const bool x_row_valid = g < m;
-  const T* weight_row = weight + (weight_row_valid ? (tile_first + g) * ldw : 0);  // [k]
-  const T* x_row = x + (x_row_valid ? g * ldx : 0);                                // [k]
-  const int64_t vectors = k / kElemsPerVector;                                     // of a row
-  uint4* staged_weight = staging + warp * kStagedVectors + lane;                   // stride 32
+  const T* weight_row = p.weight + (weight_row_valid ? (tile_first + g) * p.ldw : 0);  // [k]
+  const T* x_row = p.x + (x_row_valid ? g * p.ldx : 0);     // [k] (the gate with kSiluGate)
+  const int64_t vectors = p.k / kElemsPerVector;            // of a row
+  uint4* staged_weight = staging + warp * kVectors + lane;  // stride 32
   uint4* staged_x = staged_weight + kVectorsPerStep * 32;
+  uint4* staged_x_warp = staging + warp * kVectors + kVectorsPerStep * 32;  // [i][lane]
+  uint4* staged_up_warp = staged_x_warp + kVectorsPerStep * 32;             // kSiluGate
+  uint4* staged_up = staged_up_warp + lane;
+  uint4* staged_norm = staging + warp * kVectors + 2 * kVectorsPerStep * 32 + lane;  // kRmsNorm
+
+  // Replaces the staged x vectors of the valid rows by the input the MMAs take. The MMA layout
+  // spreads a row over 4 lanes; here the whole warp shares the work instead: lane L takes
+  // vector (i, t) = (L / 4, L % 4) of every row, so at one row each lane converts 8 elements,
+  // not 64 (the instruction count, not memory, is what this costs). Rows past m stay zero.
+  const auto transform_input = [&](uint4* x_vectors, const uint4* up_vectors) {
+    __syncwarp();  // every lane's copies have landed (each waited for its own)
+    const int own = (lane / kLanesPerRow) * 32 + lane % kLanesPerRow;  // slot of row 0
+    if constexpr (kInput == Input::kRmsNorm) {
+      // One step covers the row (gemv_supported), so the CTA holds all of it: the lanes' sums
+      // of squares meet across the warp, then across the warps, in a fixed order.
+      for (int r = 0; r < m; ++r) {
+        const uint4 a = x_vectors[own + r * kLanesPerRow];
+        float squares = 0.0f;
+#pragma unroll
+        for (int e = 0; e < kElemsPerVector; ++e) {
+          const float value = element<T>(a, e);
+          squares += value * value;
+        }
+#pragma unroll
+        for (int offset = 16; offset > 0; offset /= 2) {
+          squares += __shfl_xor_sync(0xffffffffu, squares, offset);
+        }
+        if (lane == 0) row_squares[warp][r] = squares;
+      }
+      __syncthreads();
+      const uint4 scale = *staged_norm;
+      for (int r = 0; r < m; ++r) {
+        float row_sum = 0.0f;
+        for (int w = 0; w < warps; ++w) row_sum += row_squares[w][r];
+        const float inv_rms = inverse_rms(row_sum, p.k, p.eps);
+        uint4& a = x_vectors[own + r * kLanesPerRow];
+        a = map_vector<T>(a, [&](float value, int e) {
+          return rms_normalize<T>(value, inv_rms, element<T>(scale, e));
+        });
+      }
+    } else {
+      for (int r = 0; r < m; ++r) {
+        const uint4 up = up_vectors[own + r * kLanesPerRow];
+        uint4& a = x_vectors[own + r * kLanesPerRow];
+        a = map_vector<T>(
+            a, [&](float gate, int e) { return silu_times<T>(gate, element<T>(up, e)); });
+      }
+    }
+    __syncwarp();
+  };
 
   // c[0..1]: out (x row g, tile rows 2t and 2t + 1); c[2..3] stay zero (A rows 8..15).
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -97,12 +206,30 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
                         valid);
     }
   };
-  // The weight is no earlier kernel's output: the first step's copies go out while the kernel
-  // before this one finishes (launch.cuh); x and out wait for it.
+  // The weight and norm_weight are no earlier kernel's output: the first step's copies go out
+  // while the kernel before this one finishes (launch.cuh); x, residual and out wait for it.
   const int64_t first_step = static_cast<int64_t>(warp) * kStepVectors;
   allow_next_kernel_launch();
   copy_weight_step(first_step);
+  if constexpr (kInput == Input::kRmsNorm) {
+    const int64_t v = first_step + lane;  // the vector this lane transforms (see below)
+    copy_x_async(staged_norm, p.norm_weight + (v < vectors ? v * kElemsPerVector : 0), v < vectors);
+  }
   wait_for_prior_kernels();
+  // The residual under this thread's outputs (the epilogue's entries e = threadIdx.x + j *
+  // blockDim.x), read now so that its latency overlaps the loop's.
+  float residual_in[2] = {0.0f, 0.0f};
+  if constexpr (kAddResidual) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int e = static_cast<int>(threadIdx.x + j * blockDim.x);
+      const int row = e / kTileRows;
+      const int col = e % kTileRows;
+      if (e < kTileRows * kTileRows && row < m && tile_first + col < n) {
+        residual_in[j] = to_float(p.residual[row * p.ldr + tile_first + col]);
+      }
+    }
+  }
   for (int64_t first = first_step; first < vectors;
        first += static_cast<int64_t>(warps) * kStepVectors) {
     if (first != first_step) copy_weight_step(first);
@@ -110,13 +237,18 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     for (int i = 0; i < kVectorsPerStep; ++i) {
       const int64_t v = first + i * kLanesPerRow + t;
       const bool valid = x_row_valid && v < vectors;
-      copy_x_async(staged_x + i * 32, x_row + (valid ? v * kElemsPerVector : 0), valid);
+      const int64_t offset = valid ? v * kElemsPerVector : 0;
+      copy_x_async(staged_x + i * 32, x_row + offset, valid);
+      if constexpr (kInput == Input::kSiluGate) {
+        copy_x_async(staged_up + i * 32, x_row + p.k + offset, valid);
+      }
     }
     wait_copies();
+    if constexpr (kInput != Input::kX) transform_input(staged_x_warp, staged_up_warp);
 #pragma unroll
     for (int i = 0; i < kVectorsPerStep; ++i) {
-      const uint4 w = staged_weight[i * 32];
       const uint4 a = staged_x[i * 32];
+      const uint4 w = staged_weight[i * 32];
       mma_top_rows<T>(c, a.x, a.y, w.x, w.y);  // elements 0..3
       mma_top_rows<T>(c, a.z, a.w, w.z, w.w);  // elements 4..7
     }
@@ -124,15 +256,17 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
 
   *reinterpret_cast<float2*>(&partial[warp][g][2 * t]) = make_float2(c[0], c[1]);
   __syncthreads();
-  // A block may have a single warp (short k): it then sums more than one entry per thread.
-  for (int e = static_cast<int>(threadIdx.x); e < kTileRows * kTileRows;
-       e += static_cast<int>(blockDim.x)) {
+  // A block may have a single warp (short k): it then sums two entries per thread.
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int e = static_cast<int>(threadIdx.x + j * blockDim.x);
     const int row = e / kTileRows;  // of x and out
     const int col = e % kTileRows;  // within the tile
-    if (row < m && tile_first + col < n) {
+    if (e < kTileRows * kTileRows && row < m && tile_first + col < n) {
       float sum = 0.0f;
-      for (int j = 0; j < warps; ++j) sum += partial[j][row][col];
-      out[row * ldo + tile_first + col] = from_float<OutT>(sum);
+      for (int w = 0; w < warps; ++w) sum += partial[w][row][col];
+      if constexpr (kAddResidual) sum = round_to<T>(sum) + residual_in[j];
+      p.out[row * p.ldo + tile_first + col] = from_float<OutT>(sum);
     }
   }
 }
@@ -141,28 +275,47 @@ bool aligned_16(const void* pointer) {
   return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
 }
 
-template <typename T, typename OutT>
+template <typename T, typename OutT, Input kInput, bool kAddResidual>
 void launch(const GemvArgs& args, int64_t tiles, int warps, cudaStream_t stream) {
-  const auto kernel = gemv_kernel<T, OutT>;
-  const size_t smem = warps * kWarpSmemBytes;
+  const auto kernel = gemv_kernel<T, OutT, kInput, kAddResidual>;
+  const size_t smem = warps * kWarpSmemBytes<kInput>;
   if (smem > size_t{48} << 10) {
     // Above the default limit; one value for every launch, so the call is idempotent.
     NVLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(kMaxWarps * kWarpSmemBytes)));
+                                          static_cast<int>(kMaxWarps * kWarpSmemBytes<kInput>)));
   }
-  launch_kernel(kernel, static_cast<unsigned>(tiles), warps * 32, smem, stream,
-                static_cast<const T*>(args.x), args.ldx, static_cast<const T*>(args.weight),
-                args.ldw, static_cast<OutT*>(args.out), args.ldo, static_cast<int>(args.m), args.n,
-                args.k);
+  const GemvParams<T, OutT> params{static_cast<const T*>(args.x),
+                                   args.ldx,
+                                   static_cast<const T*>(args.weight),
+                                   args.ldw,
+                                   static_cast<OutT*>(args.out),
+                                   args.ldo,
+                                   static_cast<int>(args.m),
+                                   args.n,
+                                   args.k,
+                                   static_cast<const T*>(args.norm_weight),
+                                   args.eps,
+                                   static_cast<const T*>(args.residual),
+                                   args.ldr};
+  launch_kernel(kernel, static_cast<unsigned>(tiles), warps * 32, smem, stream, params);
 }
 
+// The combinations the model uses: plain or normalized input into any out; the residual add
+// after a plain or SiLU-gated input.
 template <typename T>
-void launch_for_out(const GemvArgs& args, int64_t tiles, int warps, cudaStream_t stream) {
-  if (args.out_dtype == DType::kF32) {
-    launch<T, float>(args, tiles, warps, stream);
-  } else {
-    launch<T, T>(args, tiles, warps, stream);
+void launch_for(const GemvArgs& args, int64_t tiles, int warps, cudaStream_t stream) {
+  const bool f32_out = args.out_dtype == DType::kF32;
+  if (args.residual != nullptr) {
+    if (args.silu_gate) return launch<T, T, Input::kSiluGate, true>(args, tiles, warps, stream);
+    return launch<T, T, Input::kX, true>(args, tiles, warps, stream);
   }
+  if (args.silu_gate) return launch<T, T, Input::kSiluGate, false>(args, tiles, warps, stream);
+  if (args.norm_weight != nullptr) {
+    if (f32_out) return launch<T, float, Input::kRmsNorm, false>(args, tiles, warps, stream);
+    return launch<T, T, Input::kRmsNorm, false>(args, tiles, warps, stream);
+  }
+  if (f32_out) return launch<T, float, Input::kX, false>(args, tiles, warps, stream);
+  launch<T, T, Input::kX, false>(args, tiles, warps, stream);
 }
 
 }  // namespace
@@ -173,9 +326,15 @@ bool gemv_supported(const GemvArgs& args) {
   // A stride matters only where there is a second row to reach.
   const bool x_stride_ok = args.m == 1 || args.ldx % kElemsPerVector == 0;
   const bool weight_stride_ok = args.n == 1 || args.ldw % kElemsPerVector == 0;
-  return half_inputs && out_ok && args.m >= 1 && args.m <= kGemvMaxRows && args.n >= 1 &&
-         args.k > 0 && args.k % kElemsPerVector == 0 && aligned_16(args.x) &&
-         aligned_16(args.weight) && x_stride_ok && weight_stride_ok;
+  const bool shape_ok = args.m >= 1 && args.m <= kGemvMaxRows && args.n >= 1 && args.k > 0 &&
+                        args.k % kElemsPerVector == 0;
+  const bool norm_ok =
+      args.norm_weight == nullptr ||
+      (!args.silu_gate && args.k <= kGemvMaxNormWidth && aligned_16(args.norm_weight));
+  const bool silu_ok = !args.silu_gate || args.m == 1 || args.ldx >= 2 * args.k;
+  const bool residual_ok = args.residual == nullptr || args.out_dtype == args.in_dtype;
+  return half_inputs && out_ok && shape_ok && aligned_16(args.x) && aligned_16(args.weight) &&
+         x_stride_ok && weight_stride_ok && norm_ok && silu_ok && residual_ok;
 }
 
 void gemv(const GemvArgs& args, cudaStream_t stream) {
@@ -189,9 +348,9 @@ void gemv(const GemvArgs& args, cudaStream_t stream) {
   const int warps =
       static_cast<int>(std::min<int64_t>(kMaxWarps, (vectors + kStepVectors - 1) / kStepVectors));
   if (args.in_dtype == DType::kBF16) {
-    launch_for_out<__nv_bfloat16>(args, tiles, warps, stream);
+    launch_for<__nv_bfloat16>(args, tiles, warps, stream);
   } else {
-    launch_for_out<__half>(args, tiles, warps, stream);
+    launch_for<__half>(args, tiles, warps, stream);
   }
 }
 

@@ -23,15 +23,30 @@ struct GemvArgs {
   int64_t m = 0;
   int64_t n = 0;
   int64_t k = 0;
+  // What the input rows are, instead of x itself (at most one of the two):
+  // - norm_weight set: rms_norm(x row) * norm_weight [k] with `eps`, rounded as rms_norm rounds;
+  // - silu_gate: x rows are [gate | up], 2k wide, and the input is silu(gate) * up, rounded as
+  //   silu_mul rounds.
+  const void* norm_weight = nullptr;
+  float eps = 0.0f;
+  bool silu_gate = false;
+  // Set: out = (x @ weight^T rounded to in_dtype) + residual [m, n], rounded as add_rms_norm
+  // adds; residual may be out itself. out_dtype must be in_dtype.
+  const void* residual = nullptr;
+  int64_t ldr = 0;
 };
 
 // The most rows of x the kernel takes.
 inline constexpr int64_t kGemvMaxRows = 8;
 
+// The widest row the RMS norm of the input can be taken over (a CTA holds the whole row).
+inline constexpr int64_t kGemvMaxNormWidth = 4096;
+
 // Whether gemv() serves `args`: x and weight bf16 or f16, out of their dtype or f32;
-// 1 <= m <= kGemvMaxRows, n >= 1, k a positive multiple of 8; x and weight 16-byte aligned with
-// row strides (where there is more than one row) multiples of 8 elements. out may have any
-// alignment and row stride.
+// 1 <= m <= kGemvMaxRows, n >= 1, k a positive multiple of 8; x, weight and norm_weight
+// 16-byte aligned with row strides (where there is more than one row) multiples of 8 elements;
+// k at most kGemvMaxNormWidth with norm_weight. out and residual may have any alignment and
+// row stride.
 bool gemv_supported(const GemvArgs& args);
 
 // Enqueues the kernel on `stream` (fp32 accumulation, deterministic, no allocation). `args`

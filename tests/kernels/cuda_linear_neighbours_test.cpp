@@ -1,0 +1,229 @@
+// The CUDA backend's linears that carry their neighbours (rms_norm_linear, linear_add,
+// silu_linear_add) against the separate CUDA ops they replace, and against the CPU backend's
+// f32 ops, on odd shapes, strided operands and every decode batch size.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "cuda_test_util.h"
+#include "kernels/backend.h"
+
+namespace nanovllm::test {
+namespace {
+
+// Width of a row that sits `pad` elements into a wider buffer, so operands are strided slices.
+constexpr int64_t kPad = 8;
+
+class CudaLinearNeighboursTest : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    NVLLM_REQUIRE_CUDA();
+    gpu_ = make_cuda_backend(dtype());
+    cpu_ = make_cpu_backend(2);
+  }
+  DType dtype() const { return GetParam(); }
+  std::vector<float> random(size_t n, float lo = -1.0f, float hi = 1.0f) {
+    return round_to(dtype(), random_floats(n, rng_, lo, hi));
+  }
+  // [rows, width] of `values` placed at column kPad of a [rows, width + 2 kPad] device buffer,
+  // whose other columns hold `fill`.
+  struct Slice {
+    DeviceTensor buffer;
+    Tensor view;
+  };
+  Slice upload_slice(int64_t rows, int64_t width, const std::vector<float>& values, float fill) {
+    const int64_t wide = width + 2 * kPad;
+    std::vector<float> all(rows * wide, fill);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < width; ++i) all[r * wide + kPad + i] = values[r * width + i];
+    }
+    Slice slice{upload_floats(*gpu_, dtype(), {rows, wide}, all), Tensor()};
+    slice.view = slice.buffer.tensor().slice_last(kPad, kPad + width);
+    return slice;
+  }
+  // The slice's values, expecting `fill` (NaN: any NaN) in the columns around it.
+  std::vector<float> download_slice(Slice& slice, int64_t rows, int64_t width, float fill,
+                                    const std::string& what) {
+    const int64_t wide = width + 2 * kPad;
+    const std::vector<float> all = download_floats(*gpu_, slice.buffer.tensor());
+    std::vector<float> values(rows * width);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < wide; ++i) {
+        const float v = all[r * wide + i];
+        if (i >= kPad && i < kPad + width) {
+          values[r * width + i - kPad] = v;
+        } else {
+          EXPECT_TRUE(std::isnan(fill) ? std::isnan(v) : v == fill)
+              << what << " wrote outside its slice at row " << r << " column " << i;
+        }
+      }
+    }
+    return values;
+  }
+
+  // A random residual plus x @ weight^T by the separate ops (linear, then add_rms_norm, whose
+  // norm output is not compared) against `fused(residual)` on a strided copy of it: bit for
+  // bit, as the same kernel rounds the same way.
+  template <typename Fused>
+  void expect_adds_like_separate_ops(const Tensor& x, const Tensor& weight, Fused fused,
+                                     const std::string& what) {
+    const int64_t m = x.size(0), n = weight.size(0);
+    const std::vector<float> residual = random(m * n, -4.0f, 4.0f);
+    DeviceTensor h(*gpu_, dtype(), {m, n});
+    DeviceTensor separate = upload_floats(*gpu_, dtype(), {m, n}, residual);
+    DeviceTensor ones = upload_floats(*gpu_, dtype(), {n}, std::vector<float>(n, 1.0f));
+    gpu_->linear(x, weight, h.tensor());
+    gpu_->add_rms_norm(h.tensor(), separate.tensor(), ones.tensor(), 1e-6f);
+    Slice sliced = upload_slice(m, n, residual, 5.0f);
+    fused(sliced.view);
+    EXPECT_EQ(download_slice(sliced, m, n, 5.0f, what), download_floats(*gpu_, separate.tensor()))
+        << what;
+  }
+
+  std::unique_ptr<Backend> gpu_, cpu_;
+  std::mt19937 rng_{11};
+};
+
+std::string shape_label(int64_t m, int64_t n, int64_t k) {
+  return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+}
+
+TEST_P(CudaLinearNeighboursTest, ServesHalfDtypesAtDecodeBatchSizes) {
+  const bool half = dtype() != DType::kF32;
+  EXPECT_EQ(gpu_->fuses_linear_neighbours(1, 1024, 3072), half);
+  EXPECT_EQ(gpu_->fuses_linear_neighbours(8, 4096, 12288), half);
+  EXPECT_FALSE(gpu_->fuses_linear_neighbours(9, 1024, 3072));  // past the GEMV's rows
+  EXPECT_FALSE(gpu_->fuses_linear_neighbours(1, 5120, 3072));  // a row wider than a CTA
+  EXPECT_FALSE(gpu_->fuses_linear_neighbours(1, 1024, 3070));  // not 16-byte vectors
+  EXPECT_FALSE(cpu_->fuses_linear_neighbours(1, 1024, 3072));
+  DeviceTensor x = upload_floats(*gpu_, dtype(), {1, 5120}, random(5120));
+  DeviceTensor norm = upload_floats(*gpu_, dtype(), {5120}, random(5120));
+  DeviceTensor w = upload_floats(*gpu_, dtype(), {16, 5120}, random(16 * 5120));
+  DeviceTensor out(*gpu_, dtype(), {1, 16});
+  EXPECT_THROW(gpu_->rms_norm_linear(x.tensor(), norm.tensor(), 1e-6f, w.tensor(), out.tensor()),
+               Error);
+}
+
+TEST_P(CudaLinearNeighboursTest, RmsNormLinearEqualsNormThenLinear) {
+  if (dtype() == DType::kF32) GTEST_SKIP() << "served for bf16 and f16 only";
+  int64_t m = 0;
+  for (int64_t n : {1, 7, 1001}) {
+    for (int64_t k : {8, 72, 1000, 1024, 4096}) {
+      m = m % 8 + 1;
+      const std::vector<float> x = random(m * k, -3.0f, 3.0f);
+      const std::vector<float> norm = random(k, 0.5f, 1.5f);
+      const std::vector<float> w = random(n * k);
+      const std::string what = "rms_norm_linear " + shape_label(m, n, k);
+      Slice g_x = upload_slice(m, k, x, 0.0f);
+      DeviceTensor g_norm = upload_floats(*gpu_, dtype(), {k}, norm);
+      DeviceTensor g_w = upload_floats(*gpu_, dtype(), {n, k}, w);
+
+      // The separate ops on the GPU: the same values up to the order of the sum of squares.
+      DeviceTensor g_h(*gpu_, dtype(), {m, k});
+      DeviceTensor g_separate(*gpu_, DType::kF32, {m, n});
+      gpu_->rms_norm(g_x.view, g_norm.tensor(), 1e-6f, g_h.tensor());
+      gpu_->linear(g_h.tensor(), g_w.tensor(), g_separate.tensor());
+      // The CPU's f32 ops.
+      OwnedTensor c_x = host_floats({m, k}, x);
+      OwnedTensor c_norm = host_floats({k}, norm);
+      OwnedTensor c_w = host_floats({n, k}, w);
+      OwnedTensor c_h(DType::kF32, {m, k});
+      OwnedTensor c_out(DType::kF32, {m, n});
+      cpu_->rms_norm(c_x.tensor, c_norm.tensor, 1e-6f, c_h.tensor);
+      cpu_->linear(c_h.tensor, c_w.tensor, c_out.tensor);
+
+      for (DType out_dtype : {dtype(), DType::kF32}) {
+        const float nan = std::nanf("");
+        const int64_t wide = n + 2 * kPad;
+        Slice g_out{DeviceTensor(*gpu_, out_dtype, {m, wide}), Tensor()};
+        poison(*gpu_, g_out.buffer.tensor());
+        g_out.view = g_out.buffer.tensor().slice_last(kPad, kPad + n);
+        gpu_->rms_norm_linear(g_x.view, g_norm.tensor(), 1e-6f, g_w.tensor(), g_out.view);
+        const std::string label = what + " out " + std::string(dtype_name(out_dtype));
+        const std::vector<float> fused = download_slice(g_out, m, n, nan, label);
+        std::vector<float> separate = download_floats(*gpu_, g_separate.tensor());
+        if (out_dtype != DType::kF32) separate = round_to(out_dtype, separate);
+        expect_relative_error(fused, separate, 1e-3, label + " against the separate ops");
+        expect_relative_error(fused, values_of(c_out.tensor), relative_tolerance(dtype()),
+                              label + " against the CPU");
+      }
+    }
+  }
+}
+
+TEST_P(CudaLinearNeighboursTest, LinearAddEqualsLinearThenResidualAdd) {
+  if (dtype() == DType::kF32) GTEST_SKIP() << "served for bf16 and f16 only";
+  int64_t m = 3;
+  for (int64_t n : {1, 7, 1001}) {
+    for (int64_t k : {8, 72, 2048, 3000}) {
+      m = m % 8 + 1;
+      Slice g_x = upload_slice(m, k, random(m * k), 0.0f);
+      DeviceTensor g_w = upload_floats(*gpu_, dtype(), {n, k}, random(n * k));
+      expect_adds_like_separate_ops(
+          g_x.view, g_w.tensor(),
+          [&](Tensor residual) { gpu_->linear_add(g_x.view, g_w.tensor(), residual); },
+          "linear_add " + shape_label(m, n, k));
+    }
+  }
+}
+
+TEST_P(CudaLinearNeighboursTest, SiluLinearAddEqualsSiluThenLinearThenResidualAdd) {
+  if (dtype() == DType::kF32) GTEST_SKIP() << "served for bf16 and f16 only";
+  int64_t m = 5;
+  for (int64_t n : {1, 7, 1001}) {
+    for (int64_t inter : {8, 72, 1000, 3072}) {
+      m = m % 8 + 1;
+      Slice g_gate_up = upload_slice(m, 2 * inter, random(m * 2 * inter, -4.0f, 4.0f), 0.0f);
+      DeviceTensor g_w = upload_floats(*gpu_, dtype(), {n, inter}, random(n * inter));
+      DeviceTensor g_act(*gpu_, dtype(), {m, inter});
+      gpu_->silu_mul(g_gate_up.view, g_act.tensor());
+      expect_adds_like_separate_ops(
+          g_act.tensor(), g_w.tensor(),
+          [&](Tensor residual) { gpu_->silu_linear_add(g_gate_up.view, g_w.tensor(), residual); },
+          "silu_linear_add " + shape_label(m, n, inter));
+    }
+  }
+}
+
+// The three in the order a layer runs them, captured in a graph: replays give what eager
+// calls give (k = 4096 takes the GEMV's largest shared-memory configuration).
+TEST_P(CudaLinearNeighboursTest, LayerOfFusedLinearsReplaysInGraph) {
+  if (dtype() == DType::kF32) GTEST_SKIP() << "served for bf16 and f16 only";
+  const int64_t m = 2, hidden = 4096, inter = 1024;
+  DeviceTensor residual = upload_floats(*gpu_, dtype(), {m, hidden}, random(m * hidden));
+  DeviceTensor norm = upload_floats(*gpu_, dtype(), {hidden}, random(hidden, 0.5f, 1.5f));
+  // Small weights, so that two layers stay finite in f16.
+  DeviceTensor up_w =
+      upload_floats(*gpu_, dtype(), {2 * inter, hidden}, random(2 * inter * hidden, -0.05f, 0.05f));
+  DeviceTensor down_w =
+      upload_floats(*gpu_, dtype(), {hidden, inter}, random(hidden * inter, -0.05f, 0.05f));
+  DeviceTensor gate_up(*gpu_, dtype(), {m, 2 * inter});
+  auto layer = [&] {
+    gpu_->rms_norm_linear(residual.tensor(), norm.tensor(), 1e-6f, up_w.tensor(), gate_up.tensor());
+    gpu_->silu_linear_add(gate_up.tensor(), down_w.tensor(), residual.tensor());
+  };
+  const std::vector<float> start = download_floats(*gpu_, residual.tensor());
+  layer();
+  layer();
+  const std::vector<float> eager = download_floats(*gpu_, residual.tensor());
+  upload_into(*gpu_, residual.tensor(), start);
+  std::unique_ptr<CapturedGraph> graph = gpu_->capture(layer);
+  ASSERT_NE(graph, nullptr);
+  upload_into(*gpu_, residual.tensor(), start);
+  graph->replay();
+  graph->replay();
+  for (float v : eager) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_EQ(download_floats(*gpu_, residual.tensor()), eager);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaLinearNeighboursTest,
+                         ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                         [](const auto& info) { return std::string(dtype_label(info.param)); });
+
+}  // namespace
+}  // namespace nanovllm::test
