@@ -207,9 +207,9 @@ class Backend {
   // out = silu(gate) * up where gate_up = [gate | up].  gate_up [T, 2I]; out [T, I]
   virtual void silu_mul(const Tensor& gate_up, Tensor out) = 0;
 
-  // Whether the three ops below serve `rows` rows of a model with these widths (the GPU's
-  // decode batches). Each is one kernel there, in place of a norm, SiLU or residual add before
-  // or after a linear; the model runs the separate ops where this is false.
+  // Whether the model should run the three ops below for `rows` rows of a model with these
+  // widths (on the GPU: one row, where they pay). Each is one kernel there, in place of a norm,
+  // SiLU or residual add before or after a linear; the model runs the separate ops otherwise.
   virtual bool fuses_linear_neighbours(int64_t rows, int64_t hidden, int64_t intermediate) const {
     (void)rows;
     (void)hidden;

@@ -605,8 +605,12 @@ bool CudaBackend::fuses_linear_neighbours(int64_t rows, int64_t hidden,
     const char* value = std::getenv("NANOVLLM_FUSED_LINEARS");
     return value == nullptr || std::string_view(value) != "0";
   }();
+  // Every CTA of a GEMV converts the whole input itself, so that work grows with the rows:
+  // a win at one row (a 1,024-wide step 0.66 -> 0.60 ms), a loss at two rows and up (at 8
+  // rows the step's GEMVs take 1.09 ms against 0.75; docs/BENCHMARKS.md).
+  constexpr int64_t kMaxFusedRows = 1;
   const bool half = dtype_ == DType::kBF16 || dtype_ == DType::kF16;
-  return enabled && half && rows >= 1 && rows <= cuda::kGemvMaxRows && hidden % 8 == 0 &&
+  return enabled && half && rows >= 1 && rows <= kMaxFusedRows && hidden % 8 == 0 &&
          hidden <= cuda::kGemvMaxNormWidth && intermediate % 8 == 0;
 }
 
