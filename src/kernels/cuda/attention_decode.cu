@@ -28,9 +28,9 @@ namespace nanovllm::cuda::attention {
 namespace {
 
 constexpr int kDecodeWarps = 4;
-// A split takes at least this many 16-key chunks (two per warp), so a short context uses a
+// A split takes at least this many 16-key chunks (one per warp), so a short context uses a
 // few splits instead of a sliver of keys on every one of them.
-constexpr int kMinChunksPerSplit = 2 * kDecodeWarps;
+constexpr int kMinChunksPerSplit = kDecodeWarps;
 
 // Chunks per split for a context of num_chunks chunks: the decode kernel and the merge agree
 // on it, and it depends on the context, not on the launch.
