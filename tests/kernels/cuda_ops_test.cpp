@@ -643,6 +643,26 @@ TEST(GemvTest, TakesDecodeOperandsAndLeavesTheRestToCublasLt) {
   EXPECT_FALSE(with([&](cuda::GemvArgs& a) { a.weight = address(0x20002); }));
   EXPECT_FALSE(with([](cuda::GemvArgs& a) { a.ldx = 3076; }));
   EXPECT_FALSE(with([](cuda::GemvArgs& a) { a.ldw = 3076; }));
+
+  // What rides along: a norm over at most kGemvMaxNormWidth, SiLU into the input dtype (x then
+  // 2k wide), the residual add after either but the norm.
+  const auto norm = [&](cuda::GemvArgs& a) { a.norm_weight = address(0x40000); };
+  const auto silu = [](cuda::GemvArgs& a) { a.silu_gate = true; };
+  const auto residual = [&](cuda::GemvArgs& a) { a.residual = a.out; };
+  EXPECT_TRUE(with(norm));
+  EXPECT_TRUE(with([&](cuda::GemvArgs& a) { norm(a), a.out_dtype = DType::kF32; }));
+  EXPECT_FALSE(with([&](cuda::GemvArgs& a) { norm(a), a.norm_weight = address(0x40008); }));
+  EXPECT_FALSE(
+      with([&](cuda::GemvArgs& a) { norm(a), a.k = a.ldx = a.ldw = cuda::kGemvMaxNormWidth + 8; }));
+  EXPECT_TRUE(with([&](cuda::GemvArgs& a) { silu(a), a.ldx = 2 * 3072; }));
+  EXPECT_FALSE(with(silu));  // rows 3072 apart cannot hold [gate | up]
+  EXPECT_FALSE(
+      with([&](cuda::GemvArgs& a) { silu(a), a.ldx = 2 * 3072, a.out_dtype = DType::kF32; }));
+  EXPECT_FALSE(with([&](cuda::GemvArgs& a) { silu(a), norm(a), a.ldx = 2 * 3072; }));
+  EXPECT_TRUE(with(residual));
+  EXPECT_TRUE(with([&](cuda::GemvArgs& a) { residual(a), silu(a), a.ldx = 2 * 3072; }));
+  EXPECT_FALSE(with([&](cuda::GemvArgs& a) { residual(a), norm(a); }));
+  EXPECT_FALSE(with([&](cuda::GemvArgs& a) { residual(a), a.out_dtype = DType::kF32; }));
 }
 
 TEST(CudaBackendTest, AvailabilityMatchesBackendCreation) {

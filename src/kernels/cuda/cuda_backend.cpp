@@ -605,9 +605,9 @@ bool CudaBackend::fuses_linear_neighbours(int64_t rows, int64_t hidden,
     const char* value = std::getenv("NANOVLLM_FUSED_LINEARS");
     return value == nullptr || std::string_view(value) != "0";
   }();
-  // Every CTA of a GEMV converts the whole input itself, so that work grows with the rows:
-  // a win at one row (a 1,024-wide step 0.66 -> 0.60 ms), a loss at two rows and up (at 8
-  // rows the step's GEMVs take 1.09 ms against 0.75; docs/BENCHMARKS.md).
+  // Every CTA of a GEMV converts the whole input itself, so that work grows with the rows: a
+  // win at one row (Qwen3-0.6B's GEMVs 0.66 -> 0.60 ms a step), a loss from two rows on (at 8
+  // rows 1.09 ms against 0.75; docs/BENCHMARKS.md).
   constexpr int64_t kMaxFusedRows = 1;
   const bool half = dtype_ == DType::kBF16 || dtype_ == DType::kF16;
   return enabled && half && rows >= 1 && rows <= kMaxFusedRows && hidden % 8 == 0 &&
@@ -615,7 +615,7 @@ bool CudaBackend::fuses_linear_neighbours(int64_t rows, int64_t hidden,
 }
 
 // The GEMV operands of out = x @ weight^T, checked as linear checks them; `op` names the
-// caller in errors. x is [M, K] (k_width: K, or half of it for a [gate | up] x).
+// caller in errors. x is [M, k], or [M, 2k] for a [gate | up] x.
 cuda::GemvArgs CudaBackend::gemv_args(const char* op, const Tensor& x, int64_t k,
                                       const Tensor& weight, const Tensor& out) const {
   check_rows(x, fmt::format("{} x", op), dtype_, {-1, -1});

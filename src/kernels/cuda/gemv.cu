@@ -331,8 +331,12 @@ bool gemv_supported(const GemvArgs& args) {
   const bool norm_ok =
       args.norm_weight == nullptr ||
       (!args.silu_gate && args.k <= kGemvMaxNormWidth && aligned_16(args.norm_weight));
-  const bool silu_ok = !args.silu_gate || args.m == 1 || args.ldx >= 2 * args.k;
-  const bool residual_ok = args.residual == nullptr || args.out_dtype == args.in_dtype;
+  // The kernels there are (launch_for): SiLU only into the input dtype, the residual add only
+  // after a plain or SiLU-gated input.
+  const bool silu_ok = !args.silu_gate ||
+                       ((args.m == 1 || args.ldx >= 2 * args.k) && args.out_dtype == args.in_dtype);
+  const bool residual_ok =
+      args.residual == nullptr || (args.out_dtype == args.in_dtype && args.norm_weight == nullptr);
   return half_inputs && out_ok && shape_ok && aligned_16(args.x) && aligned_16(args.weight) &&
          x_stride_ok && weight_stride_ok && norm_ok && silu_ok && residual_ok;
 }

@@ -31,7 +31,8 @@ struct GemvArgs {
   float eps = 0.0f;
   bool silu_gate = false;
   // Set: out = (x @ weight^T rounded to in_dtype) + residual [m, n], rounded as add_rms_norm
-  // adds; residual may be out itself. out_dtype must be in_dtype.
+  // adds; residual may be out itself. out_dtype must be in_dtype, here and with silu_gate, and
+  // the residual add does not come with norm_weight.
   const void* residual = nullptr;
   int64_t ldr = 0;
 };
