@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark in one call, on a GPU machine, over what scripts/gpu-pack.sh
-# gathered in .gpu/; prints a table last. Logs go to $LOG_DIR (default /tmp/gpu-checks); when
+# gathered in .gpu/ (.gpu/bin, or .gpu/bundle.tar.xz unpacked); prints a table last. Logs go to $LOG_DIR (default /tmp/gpu-checks); when
 # $OUT is set they are also packed into $OUT/gpu-checks-logs.tar.gz with the table in
 # $OUT/gpu-checks.txt.
 #   usage: scripts/gpu-checks.sh [SECTION...]
@@ -11,6 +11,7 @@ LOG_DIR=${LOG_DIR:-/tmp/gpu-checks}
 mkdir -p "$LOG_DIR"
 sections=${*:-ops golden sanitizer hf attention bench serve peer}
 bin=$PWD/.gpu/bin
+if [ ! -d "$bin" ] && [ -f .gpu/bundle.tar.xz ]; then tar -C .gpu -xJf .gpu/bundle.tar.xz; fi
 export LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
 # The test binaries find their fixtures by the source path they were built from.
@@ -67,6 +68,8 @@ if has attention; then
   cat "$LOG_DIR/decode_ops_bench.log"
   check fused_decode_bench "$bin/fused_decode_bench"
   cat "$LOG_DIR/fused_decode_bench.log"
+  check launch_chain_bench "$bin/launch_chain_bench"
+  cat "$LOG_DIR/launch_chain_bench.log"
 fi
 if has bench; then
   check bench "$bin/nanovllm" bench --model "$model"

@@ -3,19 +3,23 @@
 # that has the CUDA driver and toolkit libraries but none of this project's build dependencies:
 # .gpu/bin (the binaries), .gpu/lib (their non-system shared libraries), .gpu/peer (a copy of
 # nano-vllm, to benchmark it in the same run) and .gpu/whl (guidellm's wheels for the serving
-# benchmark, tools/requirements-bench-gpu.txt). .gpu/ is ignored by git.
+# benchmark, tools/requirements-bench-gpu.txt); and .gpu/bundle.tar.xz, bin and lib
+# compressed to a fraction of their size, which scripts/gpu-checks.sh unpacks where .gpu/bin is
+# missing, for machines that take only so much of the tree. .gpu/ is ignored by git.
 #   usage: scripts/gpu-pack.sh [PEER_DIR]   (PEER_DIR defaults to ../shared/peer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 peer=${1:-../shared/peer}
-targets="nanovllm cuda_kernels_test engine_golden_test attention_bench decode_ops_bench fused_decode_bench"
+targets="nanovllm cuda_kernels_test engine_golden_test attention_bench decode_ops_bench fused_decode_bench
+  launch_chain_bench"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target $targets
 rm -rf .gpu/bin .gpu/lib .gpu/peer && mkdir -p .gpu/bin .gpu/lib
 cp "$BUILD_DIR/apps/nanovllm" "$BUILD_DIR/tests/kernels/cuda_kernels_test" \
   "$BUILD_DIR/tests/e2e/engine_golden_test" "$BUILD_DIR/tests/kernels/attention_bench" \
-  "$BUILD_DIR/tests/kernels/decode_ops_bench" "$BUILD_DIR/tests/kernels/fused_decode_bench" .gpu/bin/
+  "$BUILD_DIR/tests/kernels/decode_ops_bench" "$BUILD_DIR/tests/kernels/fused_decode_bench" \
+  "$BUILD_DIR/tests/kernels/launch_chain_bench" .gpu/bin/
 strip --strip-debug .gpu/bin/*
 # Shared libraries from this machine's packages (fmt, PCRE2, utf8proc, xxhash, ...), not the
 # C/C++ runtime or CUDA, which the GPU machine has.
@@ -24,6 +28,7 @@ for binary in .gpu/bin/*; do
 done | sort -u | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux|libpthread|libdl|librt|libcuda|libcudart|libcublas|libcublasLt)[.-]' |
   xargs -r -I{} cp -L {} .gpu/lib/
 if [ -d "$peer" ]; then cp -r "$peer" .gpu/peer; fi
+rm -f .gpu/bundle.tar.xz && tar -C .gpu -cJf .gpu/bundle.tar.xz bin lib
 # The GPU machine has Python 3.12 and no internet. A fresh download replaces .gpu/whl (one
 # version of each package); without one, wheels already there are kept.
 whl=$(mktemp -d)
