@@ -66,13 +66,15 @@ Row bench_gemv(const GemvShape& shape, int m, bool in_l2, cudaStream_t stream, s
   DeviceBuffer x(size_t{2} * m * x_width);
   fill_random_bf16(x.get(), size_t{2} * m * x_width, rng);
   DeviceBuffer out(dtype_size(shape.out_dtype) * m * shape.n);
-  fill_random_bf16(out.get(), dtype_size(shape.out_dtype) * m * shape.n, rng);
+  fill_random_bf16(out.get(), dtype_size(shape.out_dtype) * m * shape.n, rng);  // a residual
   DeviceBuffer norm_weight(size_t{2} * shape.k);
   fill_random_bf16(norm_weight.get(), size_t{2} * shape.k, rng);
   cuda::GemvArgs args{DType::kBF16, shape.out_dtype, x.get(), x_width, nullptr, shape.k,
                       out.get(),    shape.n,         m,       shape.n, shape.k};
-  if (shape.fusion == Fusion::kNorm) args.norm_weight = norm_weight.get();
-  if (shape.fusion == Fusion::kNorm) args.eps = 1e-6f;
+  if (shape.fusion == Fusion::kNorm) {
+    args.norm_weight = norm_weight.get();
+    args.eps = 1e-6f;
+  }
   if (shape.fusion == Fusion::kSiluResidual) args.silu_gate = true;
   if (shape.fusion == Fusion::kResidual || shape.fusion == Fusion::kSiluResidual) {
     args.residual = out.get();
