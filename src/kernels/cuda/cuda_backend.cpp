@@ -163,6 +163,7 @@ class CudaBackend final : public Backend {
   // NANOVLLM_FUSED_DECODE=1: decode batches run the fused kernel (fused_decode.h) where it
   // serves them. Off by default: it is slower than the separate kernels (docs/BENCHMARKS.md).
   bool fused_decode_enabled_ = false;
+  bool fused_linears_enabled_ = true;
   Buffer sampling_scratch_;
   Buffer fused_decode_scratch_;
   std::vector<Buffer> retired_scratch_;  // outgrown scratch that graphs may still name
@@ -190,6 +191,9 @@ CudaBackend::CudaBackend(DType dtype) : dtype_(dtype) {
   linear_ = std::make_unique<cuda::CublasLtLinear>();
   const char* fused = std::getenv("NANOVLLM_FUSED_DECODE");
   fused_decode_enabled_ = fused != nullptr && std::strcmp(fused, "1") == 0;
+  // NANOVLLM_FUSED_LINEARS=0 runs the separate ops, to measure or rule out the fusion.
+  const char* fused_linears = std::getenv("NANOVLLM_FUSED_LINEARS");
+  fused_linears_enabled_ = fused_linears == nullptr || std::strcmp(fused_linears, "0") != 0;
 }
 
 CudaBackend::~CudaBackend() {
@@ -600,17 +604,12 @@ void CudaBackend::silu_mul(const Tensor& gate_up, Tensor out) {
 
 bool CudaBackend::fuses_linear_neighbours(int64_t rows, int64_t hidden,
                                           int64_t intermediate) const {
-  // NANOVLLM_FUSED_LINEARS=0 runs the separate ops, to measure or rule out the fusion.
-  static const bool enabled = [] {
-    const char* value = std::getenv("NANOVLLM_FUSED_LINEARS");
-    return value == nullptr || std::string_view(value) != "0";
-  }();
   // Every CTA of a GEMV converts the whole input itself, so that work grows with the rows: a
   // win at one row (Qwen3-0.6B's GEMVs 0.66 -> 0.60 ms a step), a loss from two rows on (at 8
   // rows 1.09 ms against 0.75; docs/BENCHMARKS.md).
   constexpr int64_t kMaxFusedRows = 1;
   const bool half = dtype_ == DType::kBF16 || dtype_ == DType::kF16;
-  return enabled && half && rows >= 1 && rows <= kMaxFusedRows && hidden % 8 == 0 &&
+  return fused_linears_enabled_ && half && rows >= 1 && rows <= kMaxFusedRows && hidden % 8 == 0 &&
          hidden <= cuda::kGemvMaxNormWidth && intermediate % 8 == 0;
 }
 

@@ -78,32 +78,6 @@ template <Input kInput>
 constexpr size_t kWarpSmemBytes = kWarpVectors<kInput> * sizeof(uint4) +
                                   (kTileRows * kTileRows + kTileRows) * sizeof(float);
 
-template <typename T>
-__device__ __forceinline__ float2 unpack(uint32_t pair) {
-  T values[2];
-  memcpy(values, &pair, sizeof(pair));
-  return make_float2(to_float(values[0]), to_float(values[1]));
-}
-
-// f(element, position 0..7) over the 8 elements of a vector, packed back into one.
-template <typename T, typename F>
-__device__ __forceinline__ uint4 map_vector(uint4 v, F f) {
-  uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int w = 0; w < 4; ++w) {
-    const float2 pair = unpack<T>(words[w]);
-    words[w] = attention::MmaType<T>::pack(f(pair.x, 2 * w), f(pair.y, 2 * w + 1));
-  }
-  return make_uint4(words[0], words[1], words[2], words[3]);
-}
-
-template <typename T>
-__device__ __forceinline__ float element(uint4 v, int position) {
-  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-  const float2 pair = unpack<T>(words[position / 2]);
-  return position % 2 == 0 ? pair.x : pair.y;
-}
-
 template <typename T, typename OutT>
 struct GemvParams {
   const T* x;  // [m, k], or [m, 2k] with kSiluGate
@@ -159,13 +133,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
       // One step covers the row (gemv_supported), so the CTA holds all of it: the lanes' sums
       // of squares meet across the warp, then across the warps, in a fixed order.
       for (int r = 0; r < m; ++r) {
-        const uint4 a = x_vectors[own + r * kLanesPerRow];
+        float values[kElemsPerVector];
+        unpack8<T>(x_vectors[own + r * kLanesPerRow], values);
         float squares = 0.0f;
 #pragma unroll
-        for (int e = 0; e < kElemsPerVector; ++e) {
-          const float value = element<T>(a, e);
-          squares += value * value;
-        }
+        for (int e = 0; e < kElemsPerVector; ++e) squares += values[e] * values[e];
 #pragma unroll
         for (int offset = 16; offset > 0; offset /= 2) {
           squares += __shfl_xor_sync(0xffffffffu, squares, offset);
@@ -173,22 +145,28 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
         if (lane == 0) row_squares[warp][r] = squares;
       }
       __syncthreads();
-      const uint4 scale = *staged_norm;
+      float scale[kElemsPerVector];
+      unpack8<T>(*staged_norm, scale);
       for (int r = 0; r < m; ++r) {
         float row_sum = 0.0f;
         for (int w = 0; w < warps; ++w) row_sum += row_squares[w][r];
         const float inv_rms = inverse_rms(row_sum, p.k, p.eps);
-        uint4& a = x_vectors[own + r * kLanesPerRow];
-        a = map_vector<T>(a, [&](float value, int e) {
-          return rms_normalize<T>(value, inv_rms, element<T>(scale, e));
-        });
+        float values[kElemsPerVector];
+        unpack8<T>(x_vectors[own + r * kLanesPerRow], values);
+#pragma unroll
+        for (int e = 0; e < kElemsPerVector; ++e) {
+          values[e] = rms_normalize<T>(values[e], inv_rms, scale[e]);
+        }
+        x_vectors[own + r * kLanesPerRow] = pack8<T>(values);
       }
     } else {
       for (int r = 0; r < m; ++r) {
-        const uint4 up = up_vectors[own + r * kLanesPerRow];
-        uint4& a = x_vectors[own + r * kLanesPerRow];
-        a = map_vector<T>(
-            a, [&](float gate, int e) { return silu_times<T>(gate, element<T>(up, e)); });
+        float gate[kElemsPerVector], up[kElemsPerVector];
+        unpack8<T>(x_vectors[own + r * kLanesPerRow], gate);
+        unpack8<T>(up_vectors[own + r * kLanesPerRow], up);
+#pragma unroll
+        for (int e = 0; e < kElemsPerVector; ++e) gate[e] = silu_times<T>(gate[e], up[e]);
+        x_vectors[own + r * kLanesPerRow] = pack8<T>(gate);
       }
     }
     __syncwarp();
