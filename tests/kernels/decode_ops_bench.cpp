@@ -4,8 +4,9 @@
 // SiLU and residual adds: gemv.h) are timed too, with the step they make. The GEMVs run over enough
 // distinct weights that L2 cannot hold them and are compared with the device-to-device copy
 // bandwidth; the small ops are latency figures. The sum over a step's ops is printed beside the
-// weight-streaming floor. The q/k norm and rotary run inside decode attention (attention_bench
-// times attention alone).
+// weight-streaming floor, and a layer stack's fused GEMVs are timed one after another as a step
+// runs them. The q/k norm and rotary run inside decode attention (attention_bench times
+// attention alone).
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -147,6 +148,53 @@ std::vector<Row> bench_batch(int m, cudaStream_t stream, std::mt19937& rng) {
   return rows;
 }
 
+// The four fused GEMVs of every layer (norm + qkv_proj, o_proj + residual add, norm +
+// gate_up_proj, SiLU + down_proj + residual add) over 28 layers of distinct weights in one
+// graph, at one row, as a batch-1 step runs them less attention: what the kernels cost
+// one after another, each starting while the one before drains. Microseconds per step.
+double bench_layer_chain(cudaStream_t stream, std::mt19937& rng) {
+  constexpr int64_t kQ = int64_t{kNumHeads} * kHeadDim;
+  const size_t layer_elems = size_t{kQkvWidth} * kHidden + size_t{kHidden} * kQ +
+                             size_t{3} * kIntermediate * kHidden;
+  DeviceBuffer weights(2 * layer_elems * kLayers);
+  fill_random_bf16(weights.get(), 2 * layer_elems * kLayers, rng);
+  DeviceBuffer h(2 * kHidden), qkv(2 * kQkvWidth), attn(2 * kQ), gate_up(4 * kIntermediate);
+  DeviceBuffer norm(2 * kHidden);
+  fill_random_bf16(norm.get(), 2 * kHidden, rng);
+  fill_random_bf16(h.get(), 2 * kHidden, rng);
+  fill_random_bf16(attn.get(), 2 * kQ, rng);
+  const auto gemv = [&](const void* x, int64_t ldx, const void* w, int64_t n, int64_t k, void* out,
+                        bool with_norm, bool silu, bool add) {
+    cuda::GemvArgs args{DType::kBF16, DType::kBF16, x, ldx, w, k, out, n, 1, n, k};
+    if (with_norm) {
+      args.norm_weight = norm.get();
+      args.eps = 1e-6f;
+    }
+    args.silu_gate = silu;
+    if (add) {
+      args.residual = out;
+      args.ldr = n;
+    }
+    cuda::gemv(args, stream);
+  };
+  const double ms = time_graph_ms(stream, [&] {
+    const auto* w = weights.get<uint16_t>();
+    for (int l = 0; l < kLayers; ++l) {
+      const auto* qkv_w = w + l * layer_elems;
+      const auto* o_w = qkv_w + size_t{kQkvWidth} * kHidden;
+      const auto* gate_up_w = o_w + size_t{kHidden} * kQ;
+      const auto* down_w = gate_up_w + size_t{2} * kIntermediate * kHidden;
+      gemv(h.get(), kHidden, qkv_w, kQkvWidth, kHidden, qkv.get(), true, false, false);
+      gemv(attn.get(), kQ, o_w, kHidden, kQ, h.get(), false, false, true);
+      gemv(h.get(), kHidden, gate_up_w, 2 * kIntermediate, kHidden, gate_up.get(), true, false,
+           false);
+      gemv(gate_up.get(), 2 * kIntermediate, down_w, kHidden, kIntermediate, h.get(), false, true,
+           true);
+    }
+  });
+  return ms * 1e3;
+}
+
 int run(cudaStream_t stream, const cudaDeviceProp& prop) {
   std::mt19937 rng(0);
   const double copy_gbps = copy_bandwidth(stream);
@@ -177,6 +225,15 @@ int run(cudaStream_t stream, const cudaDeviceProp& prop) {
     fmt::print("| weight-streaming floor, rows {} | | | | | {:.1f} |\n", m,
                weight_bytes / (copy_gbps * 1e9) * 1e6);
   }
+  const double layer_bytes = 2.0 * (double(kQkvWidth) * kHidden + kHidden * kNumHeads * kHeadDim +
+                                    3.0 * kIntermediate * kHidden);
+  const double chain_us = bench_layer_chain(stream, rng);
+  fmt::print(
+      "\nthe fused GEMVs of 28 layers in one graph, 1 row: {:.1f} us a step, {:.2f} us a layer "
+      "({:.1f}% of copy; at the copy bandwidth {:.2f} us a layer)\n",
+      chain_us, chain_us / kLayers,
+      100.0 * kLayers * layer_bytes / (chain_us * 1e-6) / 1e9 / copy_gbps,
+      layer_bytes / (copy_gbps * 1e9) * 1e6);
   return 0;
 }
 
