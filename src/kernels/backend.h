@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "core/buffer.h"
 #include "core/check.h"
@@ -114,6 +115,25 @@ class Backend {
   virtual void upload(Tensor dst, const void* host_src) = 0;
   virtual void download(void* host_dst, const Tensor& src) = 0;
   virtual void synchronize() = 0;
+  // Copies that may return before the device has made them, so that the host can go on while
+  // the device works: until wait_for(the returned ticket) returns, an upload's source must
+  // stay unchanged and a download's destination unread. They are truly asynchronous from
+  // page-locked memory (pin_host_memory); the CPU backend makes them at once (ticket 0).
+  virtual uint64_t upload_async(Tensor dst, const void* host_src) {
+    upload(dst, host_src);
+    return 0;
+  }
+  virtual uint64_t download_async(void* host_dst, const Tensor& src) {
+    download(host_dst, src);
+    return 0;
+  }
+  // Blocks until the copy behind `ticket`, and all work enqueued before it, is done.
+  virtual void wait_for(uint64_t /*ticket*/) {}
+
+  // Page-locks host memory that is copied every step, so that copies to and from it skip the
+  // driver's staging buffer; the CPU backend has nothing to do. Unpin before freeing it.
+  virtual void pin_host_memory(void* /*host*/, size_t /*bytes*/) {}
+  virtual void unpin_host_memory(void* /*host*/) {}
 
   // Throws Error when this backend's attention cannot serve the geometry (the CPU serves any).
   virtual void check_attention_support(const AttentionDims& dims, int block_size) const {
@@ -239,6 +259,11 @@ class Backend {
   // out[i, :] = x[indices[i], :].  x [T, H]; indices int32 [B]; out [B, H]
   virtual void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) = 0;
 
+  // out[i] = ids[indices[i]] for int32 ids [N], indices int32 [B], out int32 [B]: the tokens
+  // one step sampled become the next step's input on the device. An index outside [0, N)
+  // is an error on the CPU and gives 0 on a GPU (a kernel cannot throw).
+  virtual void gather_ids(const Tensor& ids, const Tensor& indices, Tensor out) = 0;
+
   // One token per row of logits f32 [B, V] into token_ids i32 [B], by the rule of
   // kernels/sampling_math.h; -1 for a row whose logits are all NaN.
   virtual void sample(const Tensor& logits, const SamplingTensors& params, Tensor token_ids) = 0;
@@ -252,6 +277,36 @@ class Backend {
   [[noreturn]] static void unserved(const char* op) {
     throw Error(std::string(op) + ": not served by this backend (see fuses_linear_neighbours)");
   }
+};
+
+// Host memory pinned through a backend (Backend::pin_host_memory) for as long as this lives.
+class HostPin {
+ public:
+  HostPin() = default;
+  HostPin(Backend& backend, void* host, size_t bytes) : backend_(&backend), host_(host) {
+    backend.pin_host_memory(host, bytes);
+  }
+  ~HostPin() { reset(); }
+  HostPin(HostPin&& other) noexcept
+      : backend_(other.backend_), host_(std::exchange(other.host_, nullptr)) {}
+  HostPin& operator=(HostPin&& other) noexcept {
+    if (this != &other) {
+      reset();
+      backend_ = other.backend_;
+      host_ = std::exchange(other.host_, nullptr);
+    }
+    return *this;
+  }
+  HostPin(const HostPin&) = delete;
+  HostPin& operator=(const HostPin&) = delete;
+
+ private:
+  void reset() {
+    if (host_ != nullptr) backend_->unpin_host_memory(std::exchange(host_, nullptr));
+  }
+
+  Backend* backend_ = nullptr;
+  void* host_ = nullptr;
 };
 
 // fp32 ops on a pool of num_threads threads (0: one per hardware thread). Like every backend,

@@ -51,6 +51,7 @@ class FakeBackend : public Backend {
   }
   void silu_mul(const Tensor&, Tensor) override { unsupported(); }
   void gather_rows(const Tensor&, const Tensor&, Tensor) override { unsupported(); }
+  void gather_ids(const Tensor&, const Tensor&, Tensor) override { unsupported(); }
   void sample(const Tensor&, const SamplingTensors&, Tensor) override { unsupported(); }
   void compute_logprobs(const Tensor&, const Tensor&, int, const LogprobsTensors&) override {
     unsupported();

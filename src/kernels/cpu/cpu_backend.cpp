@@ -53,6 +53,9 @@ class CpuBackend final : public Backend {
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) override {
     cpu::gather_rows(x, indices, out, pool_);
   }
+  void gather_ids(const Tensor& ids, const Tensor& indices, Tensor out) override {
+    cpu::gather_ids(ids, indices, out);
+  }
   void sample(const Tensor& logits, const SamplingTensors& params, Tensor token_ids) override {
     cpu::sample(logits, params, token_ids, pool_);
   }

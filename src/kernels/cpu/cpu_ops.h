@@ -23,6 +23,7 @@ void attention(const Tensor& qkv, const LayerKVCache& cache, const AttentionMeta
                const AttentionDims& dims, float scale, Tensor out, ThreadPool& pool);
 void silu_mul(const Tensor& gate_up, Tensor out, ThreadPool& pool);
 void gather_rows(const Tensor& x, const Tensor& indices, Tensor out, ThreadPool& pool);
+void gather_ids(const Tensor& ids, const Tensor& indices, Tensor out);
 // dst[i, :] = src[index[i], :] for rows of `width` floats; indices already checked.
 void copy_indexed_rows(const float* src, const int32_t* index, int64_t count, int64_t width,
                        float* dst, ThreadPool& pool);

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -89,6 +90,11 @@ class CudaBackend final : public Backend {
   void upload(Tensor dst, const void* host_src) override;
   void download(void* host_dst, const Tensor& src) override;
   void synchronize() override;
+  uint64_t upload_async(Tensor dst, const void* host_src) override;
+  uint64_t download_async(void* host_dst, const Tensor& src) override;
+  void wait_for(uint64_t ticket) override;
+  void pin_host_memory(void* host, size_t bytes) override;
+  void unpin_host_memory(void* host) override;
   void check_attention_support(const AttentionDims& dims, int block_size) const override;
   DeviceMemoryInfo memory_info() const override;
   void reset_peak_memory() override { cuda::reset_allocator_peak(); }
@@ -123,6 +129,7 @@ class CudaBackend final : public Backend {
   void linear_add(const Tensor& x, const Tensor& weight, Tensor residual) override;
   void silu_linear_add(const Tensor& gate_up, const Tensor& weight, Tensor residual) override;
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) override;
+  void gather_ids(const Tensor& ids, const Tensor& indices, Tensor out) override;
   void sample(const Tensor& logits, const SamplingTensors& params, Tensor token_ids) override;
   void compute_logprobs(const Tensor& logits, const Tensor& token_ids, int num_top,
                         const LogprobsTensors& out) override;
@@ -154,6 +161,8 @@ class CudaBackend final : public Backend {
                      const AttentionMetadata& metadata, const AttentionDims& dims, float scale,
                      Tensor out, const cuda::QkNormRopeArgs& fused);
   void check_copy(const Tensor& tensor, const void* host, std::string_view name) const;
+  // Records the next ticket's event after the work enqueued so far.
+  uint64_t record_ticket();
 
   DType dtype_;
   int device_ = 0;
@@ -167,6 +176,11 @@ class CudaBackend final : public Backend {
   Buffer sampling_scratch_;
   Buffer fused_decode_scratch_;
   std::vector<Buffer> retired_scratch_;  // outgrown scratch that graphs may still name
+  // Events of the async copies' tickets, reused round robin; tickets up to done_ticket_ are
+  // known to be done.
+  std::array<cudaEvent_t, 8> ticket_events_{};
+  uint64_t last_ticket_ = 0;
+  uint64_t done_ticket_ = 0;
 };
 
 CudaBackend::CudaBackend(DType dtype) : dtype_(dtype) {
@@ -199,6 +213,9 @@ CudaBackend::CudaBackend(DType dtype) : dtype_(dtype) {
 CudaBackend::~CudaBackend() {
   // Queued work may still use the scratch buffers and the GEMM workspace freed below.
   if (cudaStreamSynchronize(stream()) != cudaSuccess) (void)cudaGetLastError();
+  for (cudaEvent_t event : ticket_events_) {
+    if (event != nullptr) (void)cudaEventDestroy(event);
+  }
 }
 
 bool CudaBackend::capturing() const {
@@ -255,6 +272,55 @@ void CudaBackend::download(void* host_dst, const Tensor& src) {
   NVLLM_CUDA_CHECK(
       cudaMemcpyAsync(host_dst, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, stream()));
   NVLLM_CUDA_CHECK(cudaStreamSynchronize(stream()));
+}
+
+uint64_t CudaBackend::upload_async(Tensor dst, const void* host_src) {
+  check_copy(dst, host_src, "upload destination");
+  check_not_capturing("upload");
+  if (dst.nbytes() > 0) {
+    NVLLM_CUDA_CHECK(
+        cudaMemcpyAsync(dst.data(), host_src, dst.nbytes(), cudaMemcpyHostToDevice, stream()));
+  }
+  return record_ticket();
+}
+
+uint64_t CudaBackend::download_async(void* host_dst, const Tensor& src) {
+  check_copy(src, host_dst, "download source");
+  check_not_capturing("download");
+  if (src.nbytes() > 0) {
+    NVLLM_CUDA_CHECK(
+        cudaMemcpyAsync(host_dst, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, stream()));
+  }
+  return record_ticket();
+}
+
+uint64_t CudaBackend::record_ticket() {
+  const uint64_t ticket = ++last_ticket_;
+  cudaEvent_t& event = ticket_events_[ticket % ticket_events_.size()];
+  if (event == nullptr) {
+    NVLLM_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  }
+  NVLLM_CUDA_CHECK(cudaEventRecord(event, stream()));
+  return ticket;
+}
+
+void CudaBackend::wait_for(uint64_t ticket) {
+  if (ticket <= done_ticket_) return;
+  NVLLM_CHECK_LE(ticket, last_ticket_);
+  // A ticket whose event has since been recorded again is waited for through the later one:
+  // the stream's work completes in order.
+  NVLLM_CUDA_CHECK(cudaEventSynchronize(ticket_events_[ticket % ticket_events_.size()]));
+  done_ticket_ = std::max(done_ticket_, ticket);
+}
+
+void CudaBackend::pin_host_memory(void* host, size_t bytes) {
+  if (bytes == 0) return;
+  NVLLM_CUDA_CHECK(cudaHostRegister(host, bytes, cudaHostRegisterDefault));
+}
+
+void CudaBackend::unpin_host_memory(void* host) {
+  // Only ever called on memory pin_host_memory() registered; nothing to report otherwise.
+  if (cudaHostUnregister(host) != cudaSuccess) (void)cudaGetLastError();
 }
 
 void CudaBackend::synchronize() {
@@ -687,6 +753,16 @@ void CudaBackend::gather_rows(const Tensor& x, const Tensor& indices, Tensor out
                   "gather_rows out must not share storage with x");
   cuda::gather_rows(dtype_, x.data(), x.stride(0), x.size(0), indices.data_as<int32_t>(), count,
                     width, out.data(), out.stride(0), stream());
+}
+
+void CudaBackend::gather_ids(const Tensor& ids, const Tensor& indices, Tensor out) {
+  check_contiguous(ids, "gather_ids ids", DType::kI32, {-1});
+  check_contiguous(indices, "gather_ids indices", DType::kI32, {-1});
+  const int64_t count = indices.size(0);
+  check_contiguous(out, "gather_ids out", DType::kI32, {count});
+  // The row gather moves 4-byte elements as they are: int32 ids pass through as f32 words.
+  cuda::gather_rows(DType::kF32, ids.data(), 1, ids.size(0), indices.data_as<int32_t>(), count, 1,
+                    out.data(), 1, stream());
 }
 
 void CudaBackend::sample(const Tensor& logits, const SamplingTensors& params, Tensor token_ids) {
