@@ -65,6 +65,7 @@ nlohmann::ordered_json settings_json(const BenchOptions& options) {
       {"kvcache_block_size", engine.kvcache_block_size},
       {"num_kvcache_blocks", engine.num_kvcache_blocks},
       {"enable_prefix_caching", !options.engine.no_prefix_caching},
+      {"async_scheduling", !options.engine.no_async_scheduling},
       {"seed", options.workload.seed},
       {"max_token_id", options.workload.max_token_id},
   };

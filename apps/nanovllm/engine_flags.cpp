@@ -34,6 +34,8 @@ void EngineFlags::add_to(CLI::App& command) {
                   "KV cache blocks; -1 sizes the cache from the memory budget")
       ->capture_default_str();
   command.add_flag("--no-prefix-caching", no_prefix_caching, "do not reuse cached prompt prefixes");
+  command.add_flag("--no-async-scheduling", no_async_scheduling,
+                   "wait for each decode step's tokens before planning the next");
   command
       .add_option("--load-format", config.load_format,
                   "safetensors, or dummy for random weights from config.json alone")
@@ -43,6 +45,7 @@ void EngineFlags::add_to(CLI::App& command) {
 EngineConfig EngineFlags::resolve() const {
   EngineConfig resolved = config;
   resolved.enable_prefix_caching = !no_prefix_caching;
+  resolved.async_scheduling = !no_async_scheduling;
   resolved.validate();
   return resolved;
 }

@@ -11,6 +11,7 @@ namespace nanovllm {
 struct EngineFlags {
   EngineConfig config;
   bool no_prefix_caching = false;
+  bool no_async_scheduling = false;
 
   void add_to(CLI::App& command);
   // The config with the flags applied, validated.

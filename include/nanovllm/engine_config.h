@@ -16,6 +16,10 @@ struct EngineConfig {
   int kvcache_block_size = 256;  // tokens per KV cache block
   int num_kvcache_blocks = -1;   // -1 = sized from the memory budget
   bool enable_prefix_caching = true;
+  // Decode steps are planned and started while the step before is still on the device (its
+  // sampled tokens become the next step's input there), so the host's work overlaps the
+  // device's. Outputs are the same either way.
+  bool async_scheduling = true;
   std::string device = "auto";  // "cpu" | "cuda" | "auto" (the GPU when there is one)
   // "auto" (the checkpoint's dtype on CUDA, float32 on the CPU) | "bfloat16" | "float16" |
   // "float32": weights, activations and KV cache; accumulation and norms are fp32.

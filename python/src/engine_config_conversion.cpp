@@ -36,6 +36,7 @@ const Keyword kKeywords[] = {
     {"enable_prefix_caching", &EngineConfig::enable_prefix_caching},
     {"seed", &EngineConfig::seed},
     {"load_format", &EngineConfig::load_format},
+    {"async_scheduling", &EngineConfig::async_scheduling},
 };
 
 template <class... Fs>

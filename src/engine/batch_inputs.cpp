@@ -17,6 +17,7 @@ BatchInputs::BatchInputs(const BatchInputCapacity& capacity) : capacity_(capacit
   context_lens.reserve(capacity.max_seqs);
   block_tables.reserve(static_cast<size_t>(capacity.max_seqs) * capacity.max_blocks_per_seq);
   last_token_indices.reserve(capacity.max_seqs);
+  input_rows.reserve(capacity.max_seqs);
 }
 
 void BatchInputs::build(const ScheduledBatch& batch, int block_size) {
@@ -32,24 +33,32 @@ void BatchInputs::build(const ScheduledBatch& batch, int block_size) {
   cu_seqlens_q.assign(1, 0);
   context_lens.clear();
   last_token_indices.clear();
+  input_rows.clear();
   block_table_width_ = 0;
   max_seqlen_q_ = 0;
   max_seqlen_k_ = 0;
   num_sampling_ = 0;
 
+  const bool ahead = batch.seqs.front().input_row >= 0;
   for (const ScheduledSequence& entry : batch.seqs) {
     const Sequence& seq = *entry.seq;
-    const int begin = seq.num_cached_tokens;
+    NVLLM_CHECK_MSG((entry.input_row >= 0) == ahead,
+                    "a batch mixes entries planned ahead with others (sequence {})", seq.id);
+    // Ahead, the sequence's last sample (position num_tokens()) is still on the device.
+    const int known = seq.num_tokens() + (ahead ? 1 : 0);
+    const int begin = ahead ? seq.num_tokens() : seq.num_cached_tokens;
     const int end = begin + entry.num_new_tokens;
-    NVLLM_CHECK_MSG(entry.num_new_tokens > 0 && end <= seq.num_tokens(),
-                    "sequence {} schedules tokens [{}, {}) of {}", seq.id, begin, end,
-                    seq.num_tokens());
+    NVLLM_CHECK_MSG(entry.num_new_tokens > 0 && end <= known &&
+                        (!ahead || (entry.num_new_tokens == 1 && entry.samples &&
+                                    seq.num_cached_tokens + 1 == begin)),
+                    "sequence {} schedules tokens [{}, {}) of {}", seq.id, begin, end, known);
     const int blocks_needed = (end + block_size - 1) / block_size;
     NVLLM_CHECK_MSG(static_cast<int>(seq.block_table.size()) >= blocks_needed,
                     "sequence {} holds {} blocks for {} tokens", seq.id, seq.block_table.size(),
                     end);
+    if (ahead) input_rows.push_back(entry.input_row);
     for (int position = begin; position < end; ++position) {
-      input_ids.push_back(seq.token_ids[position]);
+      input_ids.push_back(position < seq.num_tokens() ? seq.token_ids[position] : 0);
       positions.push_back(position);
       slot_mapping.push_back(seq.block_table[position / block_size] * block_size +
                              position % block_size);

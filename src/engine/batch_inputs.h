@@ -20,8 +20,9 @@ class BatchInputs {
   explicit BatchInputs(const BatchInputCapacity& capacity);
 
   // Lays out `batch`: sequence i contributes rows for its tokens
-  // [num_cached_tokens, num_cached_tokens + num_new_tokens). Throws Error when the batch
-  // exceeds the capacity.
+  // [num_cached_tokens, num_cached_tokens + num_new_tokens), or, for an entry with input_row
+  // set, the row of token num_tokens() (its id 0 here, the device's sample in the end). Throws
+  // Error when the batch exceeds the capacity.
   void build(const ScheduledBatch& batch, int block_size);
 
   int num_tokens() const { return static_cast<int>(input_ids.size()); }
@@ -41,6 +42,9 @@ class BatchInputs {
   // [max(num_sampling, 1)] the last row of each sampling sequence; when no sequence samples
   // (only prompt chunks) the last row, whose logits are ignored, so the model never sees B = 0.
   std::vector<int32_t> last_token_indices;
+  // [T] for a batch of input_row entries (every entry or none): the row of the previous step's
+  // samples each row's token comes from; empty otherwise.
+  std::vector<int32_t> input_rows;
 
  private:
   BatchInputCapacity capacity_;

@@ -105,13 +105,23 @@ void BlockManager::deallocate(Sequence& seq) {
   seq.num_published_blocks = 0;
 }
 
-bool BlockManager::can_append(const Sequence& seq) const {
-  const bool needs_block = static_cast<int>(seq.block_table.size()) < seq.num_blocks(block_size_);
+namespace {
+
+// Blocks that hold `seq`'s tokens and `pending_tokens` more.
+int blocks_for(const Sequence& seq, int pending_tokens, int block_size) {
+  return (seq.num_tokens() + pending_tokens + block_size - 1) / block_size;
+}
+
+}  // namespace
+
+bool BlockManager::can_append(const Sequence& seq, int pending_tokens) const {
+  const bool needs_block =
+      static_cast<int>(seq.block_table.size()) < blocks_for(seq, pending_tokens, block_size_);
   return free_count_ >= (needs_block ? 1 : 0);
 }
 
-void BlockManager::may_append(Sequence& seq) {
-  const int needed = seq.num_blocks(block_size_);
+void BlockManager::may_append(Sequence& seq, int pending_tokens) {
+  const int needed = blocks_for(seq, pending_tokens, block_size_);
   const int held = static_cast<int>(seq.block_table.size());
   if (held == needed) return;
   NVLLM_CHECK_EQ(held + 1, needed);

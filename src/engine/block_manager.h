@@ -59,10 +59,11 @@ class BlockManager {
   // Resets the sequence's cached-token count: its K/V must be recomputed when it comes back.
   void deallocate(Sequence& seq);
 
-  // Whether `seq` can get a slot for its last token (which has no K/V yet).
-  bool can_append(const Sequence& seq) const;
+  // Whether `seq` can get a slot for its last token (which has no K/V yet), or with
+  // `pending_tokens` more, for tokens sampled on the device that the host has not appended yet.
+  bool can_append(const Sequence& seq, int pending_tokens = 0) const;
   // If it throws, nothing changed.
-  void may_append(Sequence& seq);
+  void may_append(Sequence& seq, int pending_tokens = 0);
 
   // After a step wrote K/V for `seq` up to num_cached_tokens: publishes its full blocks. If it
   // throws, the blocks published so far stay consistent.

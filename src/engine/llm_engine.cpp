@@ -39,6 +39,7 @@ LLMEngine::LLMEngine(const EngineConfig& config, std::unique_ptr<ModelExecutor> 
   scheduler_config.eos_token_ids = std::move(eos_token_ids);
   scheduler_config.max_model_len = limits_.max_model_len;
   scheduler_ = std::make_unique<Scheduler>(scheduler_config);
+  run_ahead_ = config_.async_scheduling && executor_->can_run_ahead();
 
   const int64_t capacity = static_cast<int64_t>(limits_.num_kvcache_blocks) * limits_.block_size;
   if (capacity < limits_.max_model_len) {
@@ -124,9 +125,17 @@ void LLMEngine::take_outputs(const std::vector<Sequence*>& seqs,
   }
 }
 
+bool LLMEngine::runs_ahead(const ScheduledBatch& batch) const {
+  if (!run_ahead_ || batch.is_prefill) return false;
+  // Logprobs come back with the samples, which a step planned ahead would have to wait for.
+  return std::none_of(batch.seqs.begin(), batch.seqs.end(), [](const ScheduledSequence& entry) {
+    return entry.seq != nullptr && entry.seq->params.logprobs.has_value();
+  });
+}
+
 StepResult LLMEngine::step() {
   StepResult result;
-  if (!scheduler_->is_finished()) {
+  if (in_flight_.empty() && !scheduler_->is_finished()) {
     const ScheduledBatch& batch = scheduler_->schedule();
     const std::vector<Sequence*> failed = scheduler_->take_failed();
     take_outputs(failed, ready_);
@@ -135,21 +144,82 @@ StepResult LLMEngine::step() {
     consecutive_empty_steps_ = batch.empty() && failed.empty() ? consecutive_empty_steps_ + 1 : 0;
     if (consecutive_empty_steps_ > 1) throw Error("scheduler: no sequence can be scheduled");
     if (!batch.empty()) {
-      executor_->execute(batch, samples_);
-      result.device_wait_seconds = executor_->last_step_device_wait_seconds();
-      if (batch.is_prefill) {
-        result.num_prefill_tokens = batch.num_tokens();
+      if (runs_ahead(batch)) {
+        executor_->start(batch);
+        in_flight_.push_back(batch);
       } else {
-        result.num_decode_tokens = static_cast<int>(batch.seqs.size());
+        executor_->execute(batch, samples_);
+        complete(batch, result);
       }
-      take_outputs(scheduler_->postprocess(batch, samples_), ready_);
     }
+  }
+  if (!in_flight_.empty()) {
+    // The next decode step goes to the device before this one's samples come back, so that
+    // the host takes them (and plans the step after) while the device works.
+    const ScheduledBatch* ahead =
+        runs_ahead(in_flight_.front()) ? scheduler_->schedule_ahead(in_flight_.front()) : nullptr;
+    std::exception_ptr start_failure;
+    if (ahead != nullptr) {
+      try {
+        executor_->start(*ahead);
+        in_flight_.push_back(*ahead);
+      } catch (...) {
+        start_failure = std::current_exception();  // after the step before is applied
+      }
+    }
+    const ScheduledBatch done = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    executor_->finish(samples_);
+    complete(done, result);
+    // The outputs it completed stay in ready_, which abort_all() returns.
+    if (start_failure) std::rethrow_exception(start_failure);
   }
   result.finished = std::exchange(ready_, {});
   return result;
 }
 
+void LLMEngine::complete(const ScheduledBatch& batch, StepResult& result) {
+  result.device_wait_seconds = executor_->last_step_device_wait_seconds();
+  if (batch.is_prefill) {
+    result.num_prefill_tokens = batch.num_tokens();
+  } else {
+    result.num_decode_tokens = static_cast<int>(
+        std::count_if(batch.seqs.begin(), batch.seqs.end(),
+                      [](const ScheduledSequence& entry) { return entry.seq != nullptr; }));
+  }
+  const std::vector<Sequence*> finished = scheduler_->postprocess(batch, samples_);
+  // A step already started for a sequence that has just ended computes nothing it needs.
+  for (ScheduledBatch& started : in_flight_) {
+    for (ScheduledSequence& entry : started.seqs) {
+      if (std::find(finished.begin(), finished.end(), entry.seq) != finished.end()) {
+        entry.seq = nullptr;
+      }
+    }
+  }
+  take_outputs(finished, ready_);
+}
+
+void LLMEngine::drain_in_flight() {
+  while (!in_flight_.empty()) {
+    const ScheduledBatch done = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    StepResult ignored;
+    executor_->finish(samples_);
+    complete(done, ignored);
+  }
+}
+
 std::vector<RequestOutput> LLMEngine::abort_all(const std::string& reason) {
+  // Steps in flight are waited for but not applied: everything queued fails anyway, and after
+  // a failed step they may fail again.
+  while (!in_flight_.empty()) {
+    in_flight_.pop_front();
+    try {
+      executor_->finish(samples_);
+    } catch (const std::exception& error) {
+      NVLLM_LOG_DEBUG("a step in flight failed while aborting: {}", error.what());
+    }
+  }
   std::vector<RequestOutput> outputs = std::exchange(ready_, {});
   take_outputs(scheduler_->abort_all(reason), outputs);
   NVLLM_CHECK_EQ(sequences_.size(), 0u);
@@ -157,6 +227,8 @@ std::vector<RequestOutput> LLMEngine::abort_all(const std::string& reason) {
 }
 
 std::optional<RequestOutput> LLMEngine::abort_request(int64_t id, const std::string& reason) {
+  // The steps in flight may name the sequence: they are applied first.
+  drain_in_flight();
   const auto ready = std::find_if(ready_.begin(), ready_.end(), [id](const RequestOutput& output) {
     return output.request_id == id;
   });

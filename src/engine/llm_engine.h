@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -54,7 +55,9 @@ class LLMEngine {
                                            const SamplingParams& params) const;
 
   StepResult step();
-  bool is_finished() const { return scheduler_->is_finished() && ready_.empty(); }
+  bool is_finished() const {
+    return scheduler_->is_finished() && ready_.empty() && in_flight_.empty();
+  }
   // Requests added and not yet returned by step() or abort_all().
   size_t num_unfinished() const { return sequences_.size() + ready_.size(); }
 
@@ -95,6 +98,12 @@ class LLMEngine {
 
  private:
   RequestOutput take_output(Sequence& seq);
+  // Whether `batch` may run ahead: the next step planned and started before its samples are in.
+  bool runs_ahead(const ScheduledBatch& batch) const;
+  // After `batch`'s samples are in samples_: postprocesses it into `result` and ready_.
+  void complete(const ScheduledBatch& batch, StepResult& result);
+  // Finishes and applies every step in flight.
+  void drain_in_flight();
   // Outputs of sequences the scheduler is done with, which the engine then forgets.
   void take_outputs(const std::vector<Sequence*>& seqs, std::vector<RequestOutput>& outputs);
   // The loop of generate(): steps until every request is out or should_stop asks to stop.
@@ -114,6 +123,10 @@ class LLMEngine {
   // then threw (so abort_all() still returns them).
   std::vector<RequestOutput> ready_;
   std::vector<SampleResult> samples_;
+  // EngineConfig::async_scheduling, where the executor can run ahead.
+  bool run_ahead_ = false;
+  // Steps started and not yet finished, oldest first (at most two).
+  std::deque<ScheduledBatch> in_flight_;
   int consecutive_empty_steps_ = 0;
   GenerateStats last_generate_stats_;
 };

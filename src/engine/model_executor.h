@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "engine/sequence.h"
 #include "nanovllm/request_output.h"
 
@@ -19,6 +20,10 @@ struct ScheduledSequence {
   // Whether those tokens reach the end of the sequence, so the step samples its next token.
   // False for a chunk of a prompt that is prefilled over several steps.
   bool samples = false;
+  // >= 0: a decode step planned before the host has the sequence's last sample. The entry
+  // decodes that token, which the device takes from row `input_row` of the samples of the step
+  // started just before; its position is then num_tokens(), one past the tokens the host has.
+  int input_row = -1;
 };
 
 struct ScheduledBatch {
@@ -65,9 +70,19 @@ class ModelExecutor {
   // gets SampleResult::error; an exception means the step as a whole failed.
   virtual void execute(const ScheduledBatch& batch, std::vector<SampleResult>& samples_out) = 0;
 
-  // How long the last execute() blocked waiting for the device, so the engine can tell host time
-  // from device time. An executor that computes on the host never waits.
+  // How long the last execute() (or finish()) blocked waiting for the device, so the engine can
+  // tell host time from device time. An executor that computes on the host never waits.
   virtual double last_step_device_wait_seconds() const { return 0.0; }
+
+  // Running ahead: start() enqueues a step and returns without waiting for it, so the host can
+  // plan and start the next one (whose entries may have input_row set) while the device works;
+  // finish() waits for the oldest started step and returns its samples, as execute() does.
+  // Executors that cannot run ahead say so, and then only execute() is called.
+  virtual bool can_run_ahead() const { return false; }
+  virtual void start(const ScheduledBatch& /*batch*/) { throw Error("executor cannot run ahead"); }
+  virtual void finish(std::vector<SampleResult>& /*samples_out*/) {
+    throw Error("executor cannot run ahead");
+  }
 };
 
 }  // namespace nanovllm

@@ -25,6 +25,18 @@ size_t available_host_memory() {
   return static_cast<size_t>(pages) * static_cast<size_t>(page_size);
 }
 
+// The sample of a row whose sampled token is `token` (-1: every logit was NaN, and this request
+// fails while the rest of the batch keeps its tokens).
+SampleResult sampled(int32_t token) {
+  SampleResult result;
+  if (token < 0) {
+    result.error = "sampler: every logit is NaN";
+  } else {
+    result.token_id = token;
+  }
+  return result;
+}
+
 int blocks_per_sequence(int max_model_len, int block_size) {
   return (max_model_len + block_size - 1) / block_size;
 }
@@ -89,7 +101,10 @@ ModelRunner::ModelRunner(const EngineConfig& config, Backend& backend, Qwen3Mode
   sample_out_ = Buffer(
       static_cast<size_t>(max_seqs) * (3 + 2 * SamplingParams::kMaxLogprobs) * sizeof(int32_t),
       backend.device());
-  host_tokens_.resize(max_seqs);
+  for (size_t i = 0; i < host_tokens_.size(); ++i) {
+    host_tokens_[i].resize(max_seqs);
+    host_tokens_pins_[i] = HostPin(backend, host_tokens_[i].data(), max_seqs * sizeof(int32_t));
+  }
 
   limits_.num_kvcache_blocks = choose_num_kvcache_blocks(config);
   kv_buffer_ = Buffer(kv_shape_.bytes_for_blocks(limits_.num_kvcache_blocks), backend.device());
@@ -224,8 +239,13 @@ const ModelRunner::DecodeGraph* ModelRunner::graph_for(const ScheduledBatch& bat
 }
 
 void ModelRunner::execute(const ScheduledBatch& batch, std::vector<SampleResult>& samples_out) {
-  samples_out.clear();
-  device_wait_seconds_ = 0.0;
+  start(batch);
+  finish(samples_out);
+}
+
+void ModelRunner::start(const ScheduledBatch& batch) {
+  NVLLM_CHECK_MSG(started_.size() < host_tokens_.size(), "{} steps are in flight already",
+                  started_.size());
   host_inputs_.build(batch, limits_.block_size);
   const DecodeGraph* graph = graph_for(batch);
   if (graph != nullptr) {
@@ -235,24 +255,58 @@ void ModelRunner::execute(const ScheduledBatch& batch, std::vector<SampleResult>
     step_inputs_.build(host_inputs_, batch);
   }
   step_inputs_.upload();
+  const ForwardBatch inputs = step_inputs_.forward_batch();
+  if (!host_inputs_.input_rows.empty()) {
+    // The tokens the step before sampled, still in sample_out_, become this step's input.
+    const int64_t fed = static_cast<int64_t>(host_inputs_.input_rows.size());
+    NVLLM_CHECK_GT(last_sampled_rows_, 0);
+    backend_.gather_ids(
+        Tensor(sample_out_.data(), DType::kI32, {last_sampled_rows_}, backend_.device()),
+        step_inputs_.input_rows(),
+        Tensor(inputs.input_ids.data(), DType::kI32, {fed}, backend_.device()));
+  }
   Tensor logits;  // f32 [rows, vocab]
   if (graph != nullptr) {
     graph->graph->replay();
     logits = graph->logits;
   } else {
-    logits = model_.forward(step_inputs_.forward_batch(), kv_cache_);
+    logits = model_.forward(inputs, kv_cache_);
   }
-  if (host_inputs_.num_sampling() == 0) return;  // only prompt chunks: their K/V was the point
-  sample(batch, logits.slice_rows(0, host_inputs_.num_sampling()), samples_out);
+  StartedStep step;
+  step.rows = host_inputs_.num_sampling();
+  step.host_slot = static_cast<int>(steps_started_ % static_cast<int64_t>(host_tokens_.size()));
+  // Only prompt chunks: their K/V was the point, and there is nothing to sample.
+  if (step.rows > 0) sample(batch, logits.slice_rows(0, step.rows), step);
+  ++steps_started_;
+  last_sampled_rows_ = step.rows;
+  started_.push_back(std::move(step));
 }
 
-void ModelRunner::sample(const ScheduledBatch& batch, const Tensor& logits,
-                         std::vector<SampleResult>& samples_out) {
+void ModelRunner::finish(std::vector<SampleResult>& samples_out) {
+  NVLLM_CHECK_MSG(!started_.empty(), "no step in flight to finish");
+  StartedStep step = std::move(started_.front());
+  started_.pop_front();
+  samples_out.clear();
+  device_wait_seconds_ = step.device_wait_seconds;
+  if (step.complete) {
+    samples_out = std::move(step.samples);
+    return;
+  }
+  if (step.rows == 0) return;
+  const auto wait_start = Clock::now();
+  backend_.wait_for(step.ticket);
+  // The CPU backend computed everything in start(): no time was spent waiting.
+  if (backend_.device() != Device::kCPU) device_wait_seconds_ = seconds_since(wait_start);
+  const std::vector<int32_t>& tokens = host_tokens_[step.host_slot];
+  for (int row = 0; row < step.rows; ++row) samples_out.push_back(sampled(tokens[row]));
+}
+
+void ModelRunner::sample(const ScheduledBatch& batch, const Tensor& logits, StartedStep& step) {
   const int64_t rows = logits.size(0);
   constexpr int64_t kTop = SamplingParams::kMaxLogprobs;
   auto* base = static_cast<int32_t*>(sample_out_.data());
   const Device device = backend_.device();
-  const int64_t capacity = static_cast<int64_t>(host_tokens_.size());
+  const int64_t capacity = static_cast<int64_t>(host_tokens_[0].size());
   const Tensor tokens(base, DType::kI32, {rows}, device);
   backend_.sample(logits, step_inputs_.sampling(), tokens);
 
@@ -262,44 +316,42 @@ void ModelRunner::sample(const ScheduledBatch& batch, const Tensor& logits,
       num_top = std::max(num_top, *entry.seq->params.logprobs);
     }
   }
-  LogprobsTensors logprobs;
-  if (num_top >= 0) {
-    logprobs.logprob = Tensor(base + capacity, DType::kF32, {rows}, device);
-    logprobs.rank = Tensor(base + 2 * capacity, DType::kI32, {rows}, device);
-    if (num_top > 0) {
-      logprobs.top_ids = Tensor(base + 3 * capacity, DType::kI32, {rows, num_top}, device);
-      logprobs.top_logprobs =
-          Tensor(base + (3 + kTop) * capacity, DType::kF32, {rows, num_top}, device);
-    }
-    backend_.compute_logprobs(logits, tokens, num_top, logprobs);
+  int32_t* host_tokens = host_tokens_[step.host_slot].data();
+  if (num_top < 0) {
+    step.ticket = backend_.download_async(host_tokens, tokens);
+    return;
   }
 
+  // Logprobs: computed and downloaded now, so the step's samples are complete here.
+  LogprobsTensors logprobs;
+  logprobs.logprob = Tensor(base + capacity, DType::kF32, {rows}, device);
+  logprobs.rank = Tensor(base + 2 * capacity, DType::kI32, {rows}, device);
+  if (num_top > 0) {
+    logprobs.top_ids = Tensor(base + 3 * capacity, DType::kI32, {rows, num_top}, device);
+    logprobs.top_logprobs =
+        Tensor(base + (3 + kTop) * capacity, DType::kF32, {rows, num_top}, device);
+  }
+  backend_.compute_logprobs(logits, tokens, num_top, logprobs);
   const auto wait_start = Clock::now();
-  backend_.download(host_tokens_.data(), tokens);  // waits for the step's device work
-  // The CPU backend computed everything before this copy: no time was spent waiting.
-  if (backend_.device() != Device::kCPU) device_wait_seconds_ = seconds_since(wait_start);
-  if (num_top >= 0) {
-    host_logprobs_.resize(rows);
-    host_ranks_.resize(rows);
-    host_top_ids_.resize(rows * std::max(num_top, 0));
-    host_top_logprobs_.resize(rows * std::max(num_top, 0));
-    backend_.download(host_logprobs_.data(), logprobs.logprob);
-    backend_.download(host_ranks_.data(), logprobs.rank);
-    if (num_top > 0) {
-      backend_.download(host_top_ids_.data(), logprobs.top_ids);
-      backend_.download(host_top_logprobs_.data(), logprobs.top_logprobs);
-    }
+  backend_.download(host_tokens, tokens);  // waits for the step's device work
+  if (device != Device::kCPU) step.device_wait_seconds = seconds_since(wait_start);
+  host_logprobs_.resize(rows);
+  host_ranks_.resize(rows);
+  host_top_ids_.resize(rows * num_top);
+  host_top_logprobs_.resize(rows * num_top);
+  backend_.download(host_logprobs_.data(), logprobs.logprob);
+  backend_.download(host_ranks_.data(), logprobs.rank);
+  if (num_top > 0) {
+    backend_.download(host_top_ids_.data(), logprobs.top_ids);
+    backend_.download(host_top_logprobs_.data(), logprobs.top_logprobs);
   }
 
   int64_t row = 0;
   for (const ScheduledSequence& entry : batch.seqs) {
     if (!entry.samples) continue;
-    SampleResult result;
-    result.token_id = host_tokens_[row];
-    if (result.token_id < 0) {
-      // This request fails; the rest of the batch keeps its tokens.
-      result.error = "sampler: every logit is NaN";
-    } else if (const std::optional<int>& wanted = entry.seq->params.logprobs) {
+    SampleResult result = sampled(host_tokens[row]);
+    if (const std::optional<int>& wanted = entry.seq->params.logprobs;
+        wanted && result.error.empty()) {
       PositionLogprobs position;
       position.token_id = result.token_id;
       position.logprob = host_logprobs_[row];
@@ -310,9 +362,10 @@ void ModelRunner::sample(const ScheduledBatch& batch, const Tensor& logits,
       }
       result.logprobs = std::move(position);
     }
-    samples_out.push_back(std::move(result));
+    step.samples.push_back(std::move(result));
     ++row;
   }
+  step.complete = true;
 }
 
 }  // namespace nanovllm

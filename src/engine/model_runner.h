@@ -4,6 +4,8 @@
 // and samples on the backend's device so only token ids (and requested logprobs) reach the host.
 #pragma once
 
+#include <array>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -28,6 +30,10 @@ class ModelRunner final : public ModelExecutor {
   ExecutorLimits limits() const override { return limits_; }
   void execute(const ScheduledBatch& batch, std::vector<SampleResult>& samples_out) override;
   double last_step_device_wait_seconds() const override { return device_wait_seconds_; }
+  // Up to two steps in flight: the engine finishes one before it starts a third.
+  bool can_run_ahead() const override { return true; }
+  void start(const ScheduledBatch& batch) override;
+  void finish(std::vector<SampleResult>& samples_out) override;
 
   size_t kv_cache_bytes() const { return kv_buffer_.bytes(); }
   // Decode batch sizes with a captured graph, ascending.
@@ -45,8 +51,20 @@ class ModelRunner final : public ModelExecutor {
   std::vector<LayerKVCache> make_kv_views(const Buffer& buffer, int num_blocks) const;
   void capture_decode_graphs(const EngineConfig& config);
   const DecodeGraph* graph_for(const ScheduledBatch& batch) const;
-  void sample(const ScheduledBatch& batch, const Tensor& logits,
-              std::vector<SampleResult>& samples_out);
+
+  // A step started and not finished: what finish() needs to hand back its samples.
+  struct StartedStep {
+    int rows = 0;         // sampled rows
+    int host_slot = 0;    // host_tokens_[host_slot] receives the tokens
+    uint64_t ticket = 0;  // of that download
+    // With logprobs the step was waited for in start(): its samples, and the wait.
+    bool complete = false;
+    std::vector<SampleResult> samples;
+    double device_wait_seconds = 0.0;
+  };
+  // Samples `logits` (the first rows of the step) into sample_out_ and queues the tokens'
+  // download; with logprobs, waits and fills step.samples.
+  void sample(const ScheduledBatch& batch, const Tensor& logits, StartedStep& step);
 
   Backend& backend_;
   Qwen3Model& model_;
@@ -60,8 +78,15 @@ class ModelRunner final : public ModelExecutor {
   // Sampled tokens and logprobs on the device: i32 [S] ids and ranks, f32 [S] logprobs,
   // i32/f32 [S, kMaxLogprobs] top ids and logprobs.
   Buffer sample_out_;
-  std::vector<int32_t> host_tokens_, host_ranks_, host_top_ids_;
+  // Sampled tokens on the host, one buffer per step in flight (page-locked: downloaded into
+  // every step).
+  std::array<std::vector<int32_t>, 2> host_tokens_;
+  std::array<HostPin, 2> host_tokens_pins_;
+  std::vector<int32_t> host_ranks_, host_top_ids_;
   std::vector<float> host_logprobs_, host_top_logprobs_;
+  std::deque<StartedStep> started_;
+  int64_t steps_started_ = 0;
+  int last_sampled_rows_ = 0;  // of the last step started: what input_row entries may name
   double device_wait_seconds_ = 0.0;
 };
 

@@ -117,6 +117,42 @@ void Scheduler::schedule_decode() {
   for (auto it = batch_.seqs.rbegin(); it != batch_.seqs.rend(); ++it) running_.push_front(it->seq);
 }
 
+const ScheduledBatch* Scheduler::schedule_ahead(const ScheduledBatch& batch) {
+  if (!waiting_.empty() || batch.is_prefill || running_.size() != batch.seqs.size()) {
+    return nullptr;
+  }
+  ahead_.is_prefill = false;
+  ahead_.seqs.clear();
+  int new_blocks = 0;
+  for (size_t row = 0; row < batch.seqs.size(); ++row) {
+    const ScheduledSequence& entry = batch.seqs[row];
+    Sequence* seq = entry.seq;
+    if (seq == nullptr || seq != running_[row] || !entry.samples || entry.num_new_tokens != 1) {
+      return nullptr;
+    }
+    // With the sample `batch` appends, would it stop by length?
+    const int tokens = seq->num_tokens() + 1;
+    if (tokens - seq->num_prompt_tokens >= seq->params.max_tokens ||
+        tokens >= stop_.max_model_len) {
+      continue;
+    }
+    if (!block_manager_.can_append(*seq, 1)) return nullptr;
+    if (static_cast<int>(seq->block_table.size()) * block_manager_.block_size() < tokens) {
+      ++new_blocks;
+    }
+    ahead_.seqs.push_back({seq, 1, true, static_cast<int>(row)});
+  }
+  if (ahead_.seqs.empty() || new_blocks > block_manager_.num_free_blocks()) return nullptr;
+  try {
+    for (const ScheduledSequence& entry : ahead_.seqs) block_manager_.may_append(*entry.seq, 1);
+  } catch (const std::exception&) {
+    // schedule() meets the same trouble next and fails that sequence alone; blocks taken
+    // here are the ones it would take.
+    return nullptr;
+  }
+  return &ahead_;
+}
+
 void Scheduler::preempt(Sequence* seq) {
   seq->status = SequenceStatus::kWaiting;
   block_manager_.deallocate(*seq);  // also resets its cached-token count
@@ -169,13 +205,14 @@ std::vector<Sequence*> Scheduler::postprocess(const ScheduledBatch& batch,
   bool any_failed = false;
   size_t next_sample = 0;
   for (const ScheduledSequence& entry : batch.seqs) {
-    Sequence& seq = *entry.seq;
     const SampleResult* sample = nullptr;
     if (entry.samples) {
       NVLLM_CHECK_MSG(next_sample < samples.size(), "{} samples for a batch sampling {}",
                       samples.size(), batch.num_sampling());
       sample = &samples[next_sample++];
     }
+    if (entry.seq == nullptr) continue;  // dropped: it ended before this step ran
+    Sequence& seq = *entry.seq;
     try {
       seq.num_cached_tokens += entry.num_new_tokens;
       NVLLM_CHECK_LE(seq.num_cached_tokens, seq.num_tokens());

@@ -62,10 +62,21 @@ class Scheduler {
   // The sequences that failed in schedule() since the last call.
   std::vector<Sequence*> take_failed();
 
+  // The decode step after `batch` (a decode step started but not yet postprocessed), planned
+  // before its samples are known, so the device can start it while the host waits for them:
+  // every running sequence decodes the token `batch` is sampling for it (input_row: its row
+  // there), except those that token ends by length. Takes the blocks that needs. Null when
+  // it cannot be planned ahead: sequences are waiting (prefill comes first), running ones sit
+  // out of `batch`, none would go on, or a block cannot be had without preemption. Valid until
+  // the next call. Sequences that end by a stop token in `batch` are still in it; the engine
+  // drops them from it (ScheduledSequence::seq null) and postprocess() skips them.
+  const ScheduledBatch* schedule_ahead(const ScheduledBatch& batch);
+
   // After `batch` ran: advances cached-token counts, publishes the blocks it completed, appends
   // the sampled tokens (one per entry with `samples`, in order) and finishes sequences that
-  // stop, freeing their blocks. Returns the finished sequences in batch order, with those that
-  // failed on the way (their `error` set).
+  // stop, freeing their blocks. An entry without a sequence (dropped) only uses up its sample.
+  // Returns the finished sequences in batch order, with those that failed on the way (their
+  // `error` set).
   std::vector<Sequence*> postprocess(const ScheduledBatch& batch,
                                      const std::vector<SampleResult>& samples);
 
@@ -103,6 +114,7 @@ class Scheduler {
   std::deque<Sequence*> waiting_;
   std::deque<Sequence*> running_;
   ScheduledBatch batch_;
+  ScheduledBatch ahead_;           // by schedule_ahead()
   std::vector<Sequence*> failed_;  // by schedule(), not yet taken
   SchedulerStats stats_;
 };

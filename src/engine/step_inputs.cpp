@@ -9,7 +9,7 @@ namespace nanovllm {
 
 struct StepInputs::Offsets {
   int64_t input_ids, positions, slot_mapping, cu_seqlens_q, context_lens, block_tables,
-      last_token_indices, temperature, top_k, top_p, position, seed, end;
+      last_token_indices, temperature, top_k, top_p, position, seed, input_rows, end;
 };
 
 StepInputs::Offsets StepInputs::layout(const StepShape& s) {
@@ -34,6 +34,7 @@ StepInputs::Offsets StepInputs::layout(const StepShape& s) {
   o.position = take(s.num_sampling_rows);
   at += at % 2;  // int64 seeds on an 8-byte boundary
   o.seed = take(2 * int64_t{s.num_sampling_rows});
+  o.input_rows = take(s.num_input_rows);
   o.end = at;
   return o;
 }
@@ -41,7 +42,7 @@ StepInputs::Offsets StepInputs::layout(const StepShape& s) {
 namespace {
 
 StepShape capacity_shape(const BatchInputCapacity& c) {
-  return {c.max_tokens, c.max_seqs, c.max_seqs, c.max_blocks_per_seq, c.max_seqs};
+  return {c.max_tokens, c.max_seqs, c.max_seqs, c.max_blocks_per_seq, c.max_seqs, c.max_seqs};
 }
 
 }  // namespace
@@ -49,7 +50,10 @@ StepShape capacity_shape(const BatchInputCapacity& c) {
 StepInputs::StepInputs(const BatchInputCapacity& capacity, Backend& backend)
     : capacity_(capacity), backend_(backend) {
   const int64_t words = layout(capacity_shape(capacity)).end;
-  host_.assign(static_cast<size_t>(words), 0);
+  for (size_t i = 0; i < host_.size(); ++i) {
+    host_[i].assign(static_cast<size_t>(words), 0);
+    host_pins_[i] = HostPin(backend, host_[i].data(), host_[i].size() * sizeof(int32_t));
+  }
   device_ = Buffer(static_cast<size_t>(words) * sizeof(int32_t), backend.device());
 }
 
@@ -59,6 +63,7 @@ StepInputs::Offsets StepInputs::offsets() const {
 
 void StepInputs::build(const BatchInputs& in, const ScheduledBatch& batch, int padded_seqs,
                        int block_table_width) {
+  next_host_buffer();
   const int seqs = in.num_seqs();
   const int tokens = in.num_tokens();
   const int padded = std::max(padded_seqs, seqs);
@@ -69,7 +74,9 @@ void StepInputs::build(const BatchInputs& in, const ScheduledBatch& batch, int p
   NVLLM_CHECK_LE(width, capacity_.max_blocks_per_seq);
   const int padded_tokens = tokens + (padded - seqs);
   const int logit_rows = padded > seqs ? padded : static_cast<int>(in.last_token_indices.size());
-  shape_ = {padded_tokens, padded, logit_rows, width, in.num_sampling()};
+  shape_ = {padded_tokens,     padded,
+            logit_rows,        width,
+            in.num_sampling(), static_cast<int>(in.input_rows.size())};
   max_seqlen_q_ = in.max_seqlen_q();
   max_seqlen_k_ = in.max_seqlen_k();
   const Offsets o = offsets();
@@ -103,8 +110,11 @@ void StepInputs::build(const BatchInputs& in, const ScheduledBatch& batch, int p
               word(o.last_token_indices));
   }
 
+  std::copy(in.input_rows.begin(), in.input_rows.end(), word(o.input_rows));
+
   int row = 0;
-  for (const ScheduledSequence& entry : batch.seqs) {
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const ScheduledSequence& entry = batch.seqs[i];
     if (!entry.samples) continue;
     const Sequence& seq = *entry.seq;
     const float temperature = seq.params.temperature;
@@ -112,7 +122,7 @@ void StepInputs::build(const BatchInputs& in, const ScheduledBatch& batch, int p
     std::memcpy(word(o.temperature + row), &temperature, sizeof(float));
     *word(o.top_k + row) = seq.params.top_k;
     std::memcpy(word(o.top_p + row), &top_p, sizeof(float));
-    *word(o.position + row) = seq.num_tokens();
+    *word(o.position + row) = in.context_lens[i];  // the index of the token it samples
     std::memcpy(word(o.seed + 2 * row), &seq.seed, sizeof(uint64_t));
     ++row;
   }
@@ -120,8 +130,9 @@ void StepInputs::build(const BatchInputs& in, const ScheduledBatch& batch, int p
 }
 
 void StepInputs::build_padding(int num_seqs, int block_table_width) {
+  next_host_buffer();
   NVLLM_CHECK_LE(num_seqs, capacity_.max_seqs);
-  shape_ = {num_seqs, num_seqs, num_seqs, block_table_width, 0};
+  shape_ = {num_seqs, num_seqs, num_seqs, block_table_width, 0, 0};
   max_seqlen_q_ = 1;
   max_seqlen_k_ = 1;
   const Offsets o = offsets();
@@ -139,8 +150,19 @@ void StepInputs::build_padding(int num_seqs, int block_table_width) {
 }
 
 void StepInputs::upload() {
-  backend_.upload(Tensor(device_.data(), DType::kI32, {used_words_}, device_.device()),
-                  host_.data());
+  upload_tickets_[current_] = backend_.upload_async(
+      Tensor(device_.data(), DType::kI32, {used_words_}, device_.device()), host_[current_].data());
+}
+
+void StepInputs::next_host_buffer() {
+  current_ = (current_ + 1) % host_.size();
+  backend_.wait_for(upload_tickets_[current_]);
+}
+
+Tensor StepInputs::input_rows() const {
+  int32_t* base = static_cast<int32_t*>(device_.data());
+  return Tensor(base + offsets().input_rows, DType::kI32, {shape_.num_input_rows},
+                device_.device());
 }
 
 ForwardBatch StepInputs::forward_batch() const {

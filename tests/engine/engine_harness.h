@@ -39,6 +39,7 @@ struct EngineSetup {
   int vocab_size = 64;
   int max_model_len = 4096;
   uint64_t seed = 0;
+  bool async_scheduling = true;  // decode steps planned ahead of their samples
 };
 
 // Random limits over a small pool: block sizes 1 to 8 and often fewer blocks than the longest
@@ -54,6 +55,7 @@ inline EngineSetup random_small_setup(std::mt19937_64& gen) {
   setup.max_num_batched_tokens = uniform(4, 64);
   setup.max_num_seqs = uniform(1, 24);
   setup.prefix_caching = uniform(0, 4) != 0;
+  setup.async_scheduling = uniform(0, 1) != 0;
   return setup;
 }
 
@@ -72,6 +74,7 @@ inline FakeEngine make_fake_engine(const EngineSetup& setup,
   config.enable_prefix_caching = setup.prefix_caching;
   config.max_model_len = setup.max_model_len;
   config.seed = setup.seed;
+  config.async_scheduling = setup.async_scheduling;
   auto executor = std::make_unique<FakeExecutor>(setup.num_blocks, setup.block_size,
                                                  setup.vocab_size, setup.max_model_len);
   FakeEngine fake;

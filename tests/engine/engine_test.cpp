@@ -57,6 +57,45 @@ TEST(LLMEngine, OutputsIdenticalUnderForcedPreemption) {
   expect_same_outputs(outputs, run(EngineSetup{}, workload));
 }
 
+// Decode steps planned ahead of their samples (the default) against steps planned after them:
+// the same tokens, stop reasons and texts, with sequences stopping by EOS, stop tokens, stop
+// strings and length, mid-stream arrivals and preemption on the way.
+TEST(LLMEngine, OutputsIdenticalWithAndWithoutAsyncScheduling) {
+  for (int num_blocks : {1024, 16}) {
+    SCOPED_TRACE(::testing::Message() << num_blocks << " blocks");
+    EngineSetup ahead;
+    ahead.num_blocks = num_blocks;
+    EngineSetup after = ahead;
+    after.async_scheduling = false;
+    Workload workload = make_workload(11, kRequests, ahead.vocab_size);
+    for (size_t i = 0; i < workload.params.size(); ++i) {
+      SamplingParams& params = workload.params[i];
+      params.logprobs.reset();  // a batch with logprobs is not planned ahead
+      if (i % 3 == 0) params.stop = {"q"};
+      if (i % 5 == 0) params.stop_token_ids = {7};
+    }
+    FakeEngine planned = make_fake_engine(ahead, letter_decoders());
+    const std::vector<RequestOutput> outputs =
+        planned.engine->generate(workload.prompts, workload.params, false);
+    expect_pool_empty(*planned.engine);
+    FakeEngine waited = make_fake_engine(after, letter_decoders());
+    const std::vector<RequestOutput> reference =
+        waited.engine->generate(workload.prompts, workload.params, false);
+    expect_same_outputs(outputs, reference);
+    for (size_t i = 0; i < outputs.size(); ++i) EXPECT_EQ(outputs[i].text, reference[i].text);
+    // Planning ahead ran decode steps whose rows name the step before's samples.
+    const auto ahead_rows = [](const FakeEngine& fake) {
+      int rows = 0;
+      for (const RecordedStep& step : fake.executor->steps()) {
+        for (const RecordedEntry& entry : step.entries) rows += entry.ahead ? 1 : 0;
+      }
+      return rows;
+    };
+    EXPECT_GT(ahead_rows(planned), 0);
+    EXPECT_EQ(ahead_rows(waited), 0);
+  }
+}
+
 TEST(LLMEngine, OutputsIdenticalWithChunkedPrefill) {
   EngineSetup chunked;
   chunked.max_num_batched_tokens = 5;
@@ -270,6 +309,36 @@ TEST(LLMEngine, StepReportsPrefillAndDecodeTokens) {
   StepResult third = fake.engine->step();
   EXPECT_EQ(third.finished.size(), 2u);
   EXPECT_TRUE(fake.engine->is_finished());
+}
+
+// A step planned ahead for sequences that then stop (here all of them, by EOS) still has to be
+// finished; its rows count for nothing.
+TEST(LLMEngine, StepPlannedAheadOfAStopIsFinishedAndCountsNothing) {
+  SamplingParams stops;
+  stops.temperature = 0.0f;
+  stops.max_tokens = 50;
+  FakeEngine fake = make_fake_engine(EngineSetup{});
+  // A prompt whose greedy continuation is EOS after a few tokens, found by the reference.
+  std::vector<int> prompt;
+  for (int first = 1;; ++first) {
+    prompt = {first, first + 1};
+    const RequestOutput alone = reference_generate(prompt, stops, kEosTokenIds, 4096, 64);
+    if (alone.finish_reason == "stop" && alone.token_ids.size() >= 2) break;
+    ASSERT_LT(first, 10000);
+  }
+  fake.engine->add_request(prompt, stops);
+  int decoded = 0;
+  std::vector<RequestOutput> finished;
+  while (!fake.engine->is_finished()) {
+    StepResult result = fake.engine->step();
+    decoded += result.num_decode_tokens;
+    for (RequestOutput& output : result.finished) finished.push_back(std::move(output));
+  }
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(finished[0].finish_reason, "stop");
+  // The prefill samples the first token; each decode step one more.
+  EXPECT_EQ(decoded + 1, static_cast<int>(finished[0].token_ids.size()));
+  expect_pool_empty(*fake.engine);
 }
 
 }  // namespace

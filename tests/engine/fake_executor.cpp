@@ -53,31 +53,60 @@ FakeExecutor::Slot& FakeExecutor::slot(const Sequence& seq, int position) {
 }
 
 void FakeExecutor::execute(const ScheduledBatch& batch, std::vector<SampleResult>& samples_out) {
-  samples_out.clear();
+  start(batch);
+  finish(samples_out);
+}
+
+void FakeExecutor::finish(std::vector<SampleResult>& samples_out) {
+  if (started_.empty()) throw Error("no step in flight to finish");
+  samples_out = std::move(started_.front());
+  started_.pop_front();
+}
+
+void FakeExecutor::start(const ScheduledBatch& batch) {
+  if (started_.size() >= 2) throw Error("two steps in flight already");
+  std::vector<SampleResult> samples_out;
   if (faults_.before_step) faults_.before_step(batch);
   ++step_;
   RecordedStep& record = steps_.emplace_back();
   record.is_prefill = batch.is_prefill;
-  for (const ScheduledSequence& entry : batch.seqs) {
-    record.entries.push_back(
-        {entry.seq->id, entry.seq->num_cached_tokens, entry.num_new_tokens, entry.samples});
-  }
+
+  // The token at `position` of the entry's sequence: the host's, or for an entry planned
+  // ahead the one the step before sampled (position num_tokens()).
+  const auto token_at = [&](const ScheduledSequence& entry, int position) {
+    const Sequence& seq = *entry.seq;
+    if (position < seq.num_tokens()) return seq.token_ids[position];
+    const int row = entry.input_row;
+    if (row < 0 || row >= static_cast<int>(last_samples_.size())) {
+      throw Error(fmt::format("sequence {}: input row {} of {} samples", seq.id, row,
+                              last_samples_.size()));
+    }
+    return last_samples_[row].token_id;
+  };
+  // Positions [begin, end) of an entry.
+  const auto range = [](const ScheduledSequence& entry) {
+    const Sequence& seq = *entry.seq;
+    const int begin = entry.input_row >= 0 ? seq.num_tokens() : seq.num_cached_tokens;
+    return std::pair<int, int>(begin, begin + entry.num_new_tokens);
+  };
 
   // Store this step's K/V for every sequence first (as each layer does before attention).
   for (const ScheduledSequence& entry : batch.seqs) {
     const Sequence& seq = *entry.seq;
-    const int begin = seq.num_cached_tokens;
-    const int end = begin + entry.num_new_tokens;
-    if (entry.num_new_tokens <= 0 || end > seq.num_tokens()) {
-      throw Error(fmt::format("sequence {}: scheduled [{}, {}) of {} tokens", seq.id, begin, end,
-                              seq.num_tokens()));
+    const auto [begin, end] = range(entry);
+    record.entries.push_back(
+        {seq.id, begin, entry.num_new_tokens, entry.samples, entry.input_row >= 0});
+    const int known = seq.num_tokens() + (entry.input_row >= 0 ? 1 : 0);
+    if (entry.num_new_tokens <= 0 || end > known) {
+      throw Error(
+          fmt::format("sequence {}: scheduled [{}, {}) of {} tokens", seq.id, begin, end, known));
     }
-    if (entry.samples != (end == seq.num_tokens())) {
+    if (entry.samples != (end == known)) {
       throw Error(fmt::format("sequence {}: samples={} for [{}, {}) of {}", seq.id, entry.samples,
-                              begin, end, seq.num_tokens()));
+                              begin, end, known));
     }
     for (int position = begin; position < end; ++position) {
-      slot(seq, position) = {seq.token_ids[position], position, step_};
+      slot(seq, position) = {token_at(entry, position), position, step_};
     }
   }
 
@@ -85,16 +114,17 @@ void FakeExecutor::execute(const ScheduledBatch& batch, std::vector<SampleResult
   std::vector<int> history;
   for (const ScheduledSequence& entry : batch.seqs) {
     const Sequence& seq = *entry.seq;
-    const int end = seq.num_cached_tokens + entry.num_new_tokens;
+    const auto [begin, end] = range(entry);
     history.clear();
     for (int position = 0; position < end; ++position) {
       const Slot& stored = slot(seq, position);
-      if (stored.position != position || stored.token != seq.token_ids[position]) {
+      const int expected = token_at(entry, position);
+      if (stored.position != position || stored.token != expected) {
         throw Error(fmt::format(
             "sequence {}: KV at position {} holds token {} of position {}, expected token {}",
-            seq.id, position, stored.token, stored.position, seq.token_ids[position]));
+            seq.id, position, stored.token, stored.position, expected));
       }
-      if (position < seq.num_cached_tokens && stored.step >= step_) {
+      if (position < begin && stored.step >= step_) {
         throw Error(fmt::format(
             "sequence {}: position {} counted as cached but its K/V is written only now", seq.id,
             position));
@@ -105,14 +135,16 @@ void FakeExecutor::execute(const ScheduledBatch& batch, std::vector<SampleResult
     std::vector<float> logits = fake_logits(history, limits_.vocab_size);
     if (faults_.on_logits) faults_.on_logits(seq, logits);
     try {
-      // The token being sampled sits at index num_tokens() of the sequence.
-      samples_out.push_back(sample_token(logits, seq.params, seq.seed, seq.num_tokens()));
+      // The token being sampled sits at index `end` of the sequence.
+      samples_out.push_back(sample_token(logits, seq.params, seq.seed, end));
     } catch (const Error& error) {
       SampleResult failed;
       failed.error = error.what();
       samples_out.push_back(std::move(failed));
     }
   }
+  last_samples_ = samples_out;
+  started_.push_back(std::move(samples_out));
 }
 
 RequestOutput reference_generate(const std::vector<int>& prompt, const SamplingParams& params,

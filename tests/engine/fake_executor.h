@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <span>
 #include <vector>
@@ -21,9 +22,10 @@ std::vector<float> fake_logits(std::span<const int> history, int vocab);
 
 struct RecordedEntry {
   int64_t seq_id = 0;
-  int num_cached_tokens = 0;  // before the step
+  int num_cached_tokens = 0;  // before the step (for an entry planned ahead, as if applied)
   int num_new_tokens = 0;
   bool samples = false;
+  bool ahead = false;  // planned before the step before was applied (input_row set)
 };
 
 struct RecordedStep {
@@ -46,6 +48,11 @@ class FakeExecutor final : public ModelExecutor {
   ExecutorLimits limits() const override { return limits_; }
   // As ModelRunner: a row that cannot be sampled gets SampleResult::error.
   void execute(const ScheduledBatch& batch, std::vector<SampleResult>& samples_out) override;
+  // As ModelRunner, up to two steps in flight; an entry with input_row set decodes the token
+  // the step started before sampled in that row.
+  bool can_run_ahead() const override { return true; }
+  void start(const ScheduledBatch& batch) override;
+  void finish(std::vector<SampleResult>& samples_out) override;
 
   const std::vector<RecordedStep>& steps() const { return steps_; }
   ExecutorFaults& faults() { return faults_; }
@@ -63,6 +70,8 @@ class FakeExecutor final : public ModelExecutor {
   std::vector<Slot> slots_;  // [num_blocks * block_size]
   int64_t step_ = 0;
   std::vector<RecordedStep> steps_;
+  std::deque<std::vector<SampleResult>> started_;  // samples of the steps in flight
+  std::vector<SampleResult> last_samples_;         // of the last step started
 };
 
 // What a request generates when run alone, by a plain loop over fake_logits: the reference

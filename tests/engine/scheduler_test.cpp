@@ -281,5 +281,111 @@ TEST(Scheduler, DecodeKeepsRunningOrder) {
   }
 }
 
+// Decode planned ahead of the samples (schedule_ahead): the step after a started decode step.
+TEST(Scheduler, PlansTheNextDecodeAheadOfItsSamples) {
+  SchedulerHarness h(small_config(32, 4, 100));
+  Sequence* a = h.add(iota_tokens(3));
+  Sequence* b = h.add(iota_tokens(4, 20));
+  h.step();  // prefill: a has 4 tokens, b 5
+  const ScheduledBatch started = h.schedule();
+  ASSERT_FALSE(started.is_prefill);
+  const ScheduledBatch* next = h.scheduler.schedule_ahead(started);
+  ASSERT_NE(next, nullptr);
+  const ScheduledBatch ahead = *next;
+  h.check();
+  ASSERT_EQ(ahead.seqs.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(ahead.seqs[i].seq, started.seqs[i].seq);
+    EXPECT_EQ(ahead.seqs[i].input_row, i);
+    EXPECT_EQ(ahead.seqs[i].num_new_tokens, 1);
+    EXPECT_TRUE(ahead.seqs[i].samples);
+  }
+  // a reaches position 4 ahead: a second block of 4 was taken for it; b's 6 tokens fit in 2.
+  EXPECT_EQ(a->block_table.size(), 2u);
+  EXPECT_EQ(b->block_table.size(), 2u);
+  h.complete(started, 8);
+  h.complete(ahead, 9);
+  EXPECT_EQ(a->token_ids, (std::vector<int>{1, 2, 3, 7, 8, 9}));
+  EXPECT_EQ(a->num_cached_tokens, 5);
+  // From here the plain schedule goes on as if nothing had been planned ahead.
+  const ScheduledBatch plain = h.schedule();
+  ASSERT_EQ(plain.seqs.size(), 2u);
+  EXPECT_EQ(plain.seqs[0].input_row, -1);
+  h.complete(plain);
+  EXPECT_EQ(a->num_tokens(), 7);
+}
+
+TEST(Scheduler, PlansNothingAheadWhileSequencesWait) {
+  SchedulerHarness h(small_config(32, 4, 100));
+  h.add(iota_tokens(3));
+  h.step();
+  const ScheduledBatch started = h.schedule();
+  h.add(iota_tokens(3, 40));  // waiting: its prefill comes first
+  EXPECT_EQ(h.scheduler.schedule_ahead(started), nullptr);
+  h.complete(started);
+  EXPECT_TRUE(h.schedule().is_prefill);
+  // Prefill batches are never planned ahead.
+  SchedulerHarness p(small_config(32, 4, 100));
+  p.add(iota_tokens(3));
+  EXPECT_EQ(p.scheduler.schedule_ahead(p.schedule()), nullptr);
+}
+
+TEST(Scheduler, LeavesOutOfTheStepAheadSequencesTheirNextTokenEnds) {
+  SchedulerHarness h(small_config(32, 4, 100));
+  h.add(iota_tokens(3), long_generation(2));  // its decode token is its last
+  Sequence* longer = h.add(iota_tokens(3, 20), long_generation(10));
+  h.step();
+  const ScheduledBatch started = h.schedule();
+  const ScheduledBatch* ahead = h.scheduler.schedule_ahead(started);
+  ASSERT_NE(ahead, nullptr);
+  ASSERT_EQ(ahead->seqs.size(), 1u);
+  EXPECT_EQ(ahead->seqs[0].seq, longer);
+  EXPECT_EQ(ahead->seqs[0].input_row, 1);
+  const ScheduledBatch kept = *ahead;
+  EXPECT_EQ(h.complete(started).size(), 1u);  // the first one ends by length
+  h.complete(kept);
+  EXPECT_EQ(longer->num_completion_tokens(), 3);
+  // When every sequence ends, nothing is planned.
+  SchedulerHarness last(small_config(32, 4, 100));
+  last.add(iota_tokens(3), long_generation(2));
+  last.step();
+  EXPECT_EQ(last.scheduler.schedule_ahead(last.schedule()), nullptr);
+}
+
+TEST(Scheduler, PlansNothingAheadThatWouldNeedAPreemption) {
+  // 2 blocks of 4: each sequence holds one, and position 4 ahead needs a third.
+  SchedulerHarness h(small_config(2, 4, 100));
+  Sequence* a = h.add(iota_tokens(2));
+  h.add(iota_tokens(2, 20));
+  h.step();                                     // 3 tokens each
+  const ScheduledBatch started = h.schedule();  // position 2
+  h.complete(started);
+  const ScheduledBatch second = h.schedule();  // position 3, still in block 0
+  EXPECT_EQ(h.scheduler.schedule_ahead(second), nullptr);
+  EXPECT_EQ(a->block_table.size(), 1u);
+  h.check();
+}
+
+TEST(Scheduler, PostprocessSkipsEntriesDroppedFromAStepPlannedAhead) {
+  SchedulerHarness h(small_config(32, 4, 100));
+  SamplingParams stops_on_eos = long_generation();
+  stops_on_eos.ignore_eos = false;
+  Sequence* a = h.add(iota_tokens(3), stops_on_eos);
+  Sequence* b = h.add(iota_tokens(3, 20));
+  h.step();
+  const ScheduledBatch started = h.schedule();
+  ScheduledBatch ahead = *h.scheduler.schedule_ahead(started);
+  // a stops on EOS in the started step: the engine drops it from the step planned ahead.
+  std::vector<SampleResult> samples(2);
+  samples[0].token_id = 0;  // EOS
+  samples[1].token_id = 5;
+  const std::vector<Sequence*> finished = h.scheduler.postprocess(started, samples);
+  ASSERT_EQ(finished, std::vector<Sequence*>{a});
+  ahead.seqs[0].seq = nullptr;
+  EXPECT_TRUE(h.complete(ahead, 6).empty());
+  EXPECT_EQ(b->token_ids.back(), 6);
+  EXPECT_EQ(b->num_cached_tokens, 5);
+}
+
 }  // namespace
 }  // namespace nanovllm

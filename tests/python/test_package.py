@@ -27,7 +27,7 @@ def test_stubs_cover_the_native_module():
                             "gpu_memory_utilization", "tensor_parallel_size", "enforce_eager",
                             "kvcache_block_size", "num_kvcache_blocks"]
     assert set(keywords[8:]) == {"device", "dtype", "enable_prefix_caching", "seed",
-                                 "load_format"}
+                                 "load_format", "async_scheduling"}
 
 
 def test_public_api_has_docstrings():
