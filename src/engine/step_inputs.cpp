@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "core/check.h"
 
@@ -9,7 +10,7 @@ namespace nanovllm {
 
 struct StepInputs::Offsets {
   int64_t input_ids, positions, slot_mapping, cu_seqlens_q, context_lens, block_tables,
-      last_token_indices, temperature, top_k, top_p, position, seed, input_rows, end;
+      last_token_indices, seq_order, temperature, top_k, top_p, position, seed, input_rows, end;
 };
 
 StepInputs::Offsets StepInputs::layout(const StepShape& s) {
@@ -27,6 +28,7 @@ StepInputs::Offsets StepInputs::layout(const StepShape& s) {
   o.context_lens = take(s.num_seqs);
   o.block_tables = take(static_cast<int64_t>(s.num_seqs) * s.block_table_width);
   o.last_token_indices = take(s.num_logit_rows);
+  o.seq_order = take(s.num_seqs);
   // Sampling controls come last: their row count varies between replays of one graph.
   o.temperature = take(s.num_sampling_rows);
   o.top_k = take(s.num_sampling_rows);
@@ -110,6 +112,12 @@ void StepInputs::build(const BatchInputs& in, const ScheduledBatch& batch, int p
               word(o.last_token_indices));
   }
 
+  // Decode attention takes the sequences longest context first (padding rows, context 0, last).
+  int32_t* order = word(o.seq_order);
+  std::iota(order, order + padded, 0);
+  const int32_t* context = word(o.context_lens);
+  std::stable_sort(order, order + padded,
+                   [context](int32_t a, int32_t b) { return context[a] > context[b]; });
   std::copy(in.input_rows.begin(), in.input_rows.end(), word(o.input_rows));
 
   int row = 0;
@@ -145,6 +153,7 @@ void StepInputs::build_padding(int num_seqs, int block_table_width) {
     *word(o.cu_seqlens_q + row + 1) = row + 1;
     *word(o.context_lens + row) = 0;
     *word(o.last_token_indices + row) = row;
+    *word(o.seq_order + row) = row;
   }
   std::fill_n(word(o.block_tables), static_cast<int64_t>(num_seqs) * block_table_width, -1);
 }
@@ -185,6 +194,7 @@ ForwardBatch StepInputs::forward_batch() const {
   a.block_tables =
       Tensor(base + o.block_tables, DType::kI32, {seqs, shape_.block_table_width}, device);
   a.slot_mapping = Tensor(base + o.slot_mapping, DType::kI32, {tokens}, device);
+  a.seq_order = Tensor(base + o.seq_order, DType::kI32, {seqs}, device);
   return batch;
 }
 

@@ -39,6 +39,10 @@ struct AttentionMetadata {
                         // stored; its query rows hold positions [context_len - q_len, context_len)
   Tensor block_tables;  // [num_seqs, max_blocks_per_seq] block ids, -1 past the end
   Tensor slot_mapping;  // [num_tokens] cache slot (block * block_size + offset) per row, -1 = skip
+  // Optional, decode: a permutation of [0, num_seqs), the order in which the sequences' work is
+  // dispatched. Longest context first keeps the longest from starting last and running alone
+  // at the end. Results do not depend on it.
+  Tensor seq_order;
 };
 
 // One layer's paged cache: [num_blocks, block_size, num_kv_heads, head_dim] each.

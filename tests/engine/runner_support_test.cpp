@@ -70,6 +70,30 @@ TEST(BatchInputs, DecodeRowsAreEachSequencesLastToken) {
   EXPECT_EQ(inputs.block_tables, (V{3, 6, 0, -1}));
 }
 
+// A decode step planned before the step before is applied: each row is the token that step is
+// sampling (its id comes from the device, row input_row of those samples), one position on.
+TEST(BatchInputs, RowsPlannedAheadTakeTheirTokenFromTheDevice) {
+  auto a = make_seq(0, {1, 2, 3, 4, 5}, 4, {3, 6});  // position 4 is being computed
+  auto b = make_seq(1, {7, 8, 9, 10}, 3, {0, 2});
+  ScheduledBatch batch;
+  batch.seqs = {{b.get(), 1, true, 1}, {a.get(), 1, true, 0}};
+  BatchInputs inputs(capacity(16, 4, 8));
+  inputs.build(batch, 4);
+  using V = std::vector<int32_t>;
+  EXPECT_EQ(inputs.input_rows, (V{1, 0}));
+  EXPECT_EQ(inputs.input_ids, (V{0, 0}));
+  EXPECT_EQ(inputs.positions, (V{4, 5}));
+  EXPECT_EQ(inputs.slot_mapping, (V{8, 25}));
+  EXPECT_EQ(inputs.context_lens, (V{5, 6}));
+  // Mixing rows planned ahead with others, or an entry not one token past the cached ones, is
+  // a scheduling error.
+  batch.seqs[1].input_row = -1;
+  EXPECT_THROW(inputs.build(batch, 4), Error);
+  batch.seqs[1].input_row = 0;
+  a->num_cached_tokens = 3;
+  EXPECT_THROW(inputs.build(batch, 4), Error);
+}
+
 TEST(BatchInputs, BatchWithoutSamplingStillNamesOneRow) {
   auto a = make_seq(0, {1, 2, 3, 4, 5, 6}, 0, {0, 1});
   ScheduledBatch batch;

@@ -35,8 +35,12 @@ struct Result {
   double gbps;
 };
 
-Result bench_decode(int batch, int context, int num_sms, cudaStream_t stream, std::mt19937& rng) {
-  const int blocks_per_seq = (context + kBlockSize - 1) / kBlockSize;
+// One decode attention call per layer over sequences of `contexts` keys, in that order.
+Result bench_decode(const std::vector<int32_t>& contexts, int num_sms, cudaStream_t stream,
+                    std::mt19937& rng) {
+  const int batch = static_cast<int>(contexts.size());
+  const int longest = *std::max_element(contexts.begin(), contexts.end());
+  const int blocks_per_seq = (longest + kBlockSize - 1) / kBlockSize;
   const int num_blocks = batch * blocks_per_seq;
   const size_t cache_bytes =
       size_t{2} * num_blocks * kBlockSize * kNumKvHeads * kHeadDim;  // one of K, V (bf16)
@@ -50,7 +54,7 @@ Result bench_decode(int batch, int context, int num_sms, cudaStream_t stream, st
   std::vector<int32_t> pool(num_blocks);
   std::iota(pool.begin(), pool.end(), 0);
   std::shuffle(pool.begin(), pool.end(), rng);
-  std::vector<int32_t> cu(batch + 1), contexts(batch, context);
+  std::vector<int32_t> cu(batch + 1);
   std::iota(cu.begin(), cu.end(), 0);
   DeviceBuffer tables_d(pool.size() * sizeof(int32_t));
   DeviceBuffer cu_d(cu.size() * sizeof(int32_t));
@@ -97,8 +101,9 @@ Result bench_decode(int batch, int context, int num_sms, cudaStream_t stream, st
   };
   const double ms = bench::time_graph_ms(stream, run_layers);
   const double us = ms * 1e3 / layers;
-  const double bytes = double(batch) * context * 2 * kNumKvHeads * kHeadDim * 2;
-  return {batch, context, layers, us, bytes / (us * 1e-6) / 1e9};
+  const double keys = std::accumulate(contexts.begin(), contexts.end(), 0.0);
+  const double bytes = keys * 2 * kNumKvHeads * kHeadDim * 2;
+  return {batch, static_cast<int>(keys / batch), layers, us, bytes / (us * 1e-6) / 1e9};
 }
 
 int run(cudaStream_t stream, const cudaDeviceProp& prop) {
@@ -114,13 +119,28 @@ int run(cudaStream_t stream, const cudaDeviceProp& prop) {
   std::vector<Result> results;
   for (int batch : {1, 32, 256}) {
     for (int context : {512, 2048, 8192}) {
-      const Result r = bench_decode(batch, context, prop.multiProcessorCount, stream, rng);
+      const Result r = bench_decode(std::vector<int32_t>(batch, context),
+                                    prop.multiProcessorCount, stream, rng);
       fmt::print(
           "  B {:>3} ctx {:>4}: {:>8.1f} us  {:>6.0f} GB/s  {:>5.1f}% of copy  ({} caches)\n",
           r.batch, r.context, r.us, r.gbps, 100.0 * r.gbps / copy_gbps, r.layers);
       std::fflush(stdout);
       results.push_back(r);
     }
+  }
+
+  // The bench workload's decode batches mix contexts of about 100 to 2,048 keys: the order of
+  // the sequences decides which CTAs run last.
+  std::vector<int32_t> mixed(131);
+  std::uniform_int_distribution<int32_t> context_of(100, 2048);
+  for (int32_t& c : mixed) c = context_of(rng);
+  for (const char* order : {"random", "ascending", "descending"}) {
+    if (order[0] == 'a') std::sort(mixed.begin(), mixed.end());
+    if (order[0] == 'd') std::sort(mixed.rbegin(), mixed.rend());
+    const Result r = bench_decode(mixed, prop.multiProcessorCount, stream, rng);
+    fmt::print("  B {} contexts 100..2048 ({} order, mean {}): {:.1f} us  {:.0f} GB/s  {:.1f}% of copy\n",
+               r.batch, order, r.context, r.us, r.gbps, 100.0 * r.gbps / copy_gbps);
+    std::fflush(stdout);
   }
 
   fmt::print("\n| batch | context | time (us) | GB/s | % of copy |\n");

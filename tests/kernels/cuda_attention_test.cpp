@@ -32,6 +32,7 @@ using test::random_floats;
 using test::relative_tolerance;
 using test::round_to;
 using test::upload_floats;
+using test::upload_ints;
 
 constexpr DType kDtypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 
@@ -304,6 +305,35 @@ TEST(CudaAttention, DecodeMatchesCpu) {
       const std::vector<int32_t> q_lens(c.contexts.size(), 1);
       expect_matches_cpu(*gpu, dtype,
                          make_batch(c.dims, c.block_size, q_lens, c.contexts, dtype, rng));
+    }
+  }
+}
+
+// The order the sequences' CTAs are dispatched in (AttentionMetadata::seq_order) changes no
+// output bit, split or not.
+TEST(CudaAttention, DecodeOutputDoesNotDependOnTheDispatchOrder) {
+  NVLLM_REQUIRE_CUDA();
+  std::mt19937 rng(12);
+  const std::vector<DecodeCase> cases = {
+      {{16, 8, 128}, 256, random_contexts(40, 1200, rng)},  // no split
+      {{4, 4, 128}, 64, {1, 15, 16, 17, 0, 1000, 2047}},   // split, with a padding row
+  };
+  for (DType dtype : kDtypes) {
+    auto gpu = make_cuda_backend(dtype);
+    for (const DecodeCase& c : cases) {
+      const std::vector<int32_t> q_lens(c.contexts.size(), 1);
+      const Batch b = make_batch(c.dims, c.block_size, q_lens, c.contexts, dtype, rng);
+      BatchTensors in_order(*gpu, dtype, b), reordered(*gpu, dtype, b);
+      in_order.run(*gpu, b);
+      std::vector<int32_t> order(c.contexts.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), rng);
+      DeviceTensor order_d = upload_ints(*gpu, {static_cast<int64_t>(order.size())}, order);
+      reordered.metadata.seq_order = order_d.tensor();
+      reordered.run(*gpu, b);
+      EXPECT_EQ(download_floats(*gpu, reordered.out.tensor()),
+                download_floats(*gpu, in_order.out.tensor()))
+          << describe(b, dtype);
     }
   }
 }

@@ -85,7 +85,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 
   const int split = blockIdx.x;  // = the rank in the cluster
   const int kv_head = blockIdx.y;
-  const int seq = blockIdx.z;
+  // CTAs are dispatched in blockIdx order: z follows the sequence order asked for, if any.
+  const int seq = args.seq_order != nullptr ? args.seq_order[blockIdx.z] : blockIdx.z;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   // Until wait_for_prior_kernels() this reads only what host copies wrote before the step (the

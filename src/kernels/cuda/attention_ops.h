@@ -37,6 +37,9 @@ struct PagedAttentionArgs {
   int block_size = 0;
   float scale = 1.0f;
   int num_sms = 0;  // multiprocessors of the device, for choosing the split-KV factor
+  // Optional, decode: [num_seqs] the sequence each z-index of the grid serves (a permutation;
+  // null: the batch order), the order in which the CTAs are dispatched.
+  const int32_t* seq_order = nullptr;
   // Optional, bf16/f16 decode only: with qk_norm_rope.qkv set (to qkv), q and k in qkv are
   // still raw, and the kernel does what qk_norm_rope() with the KV store would have done first
   // (same rounding) on the fly: its output and the cache come out the same, qkv stays raw.

@@ -576,6 +576,10 @@ void CudaBackend::run_attention(const Tensor& qkv, const LayerKVCache& cache,
   args.block_size = block_size;
   args.scale = scale;
   args.num_sms = num_sms_;
+  if (metadata.seq_order.defined()) {
+    check_contiguous(metadata.seq_order, "seq_order", DType::kI32, {num_seqs});
+    args.seq_order = metadata.seq_order.data_as<int32_t>();
+  }
   args.qk_norm_rope = fused;
   cuda::paged_attention(args, stream());
 }
