@@ -1,12 +1,12 @@
-// What one batch-1 (and batch-8) decode step of Qwen3-0.6B costs op by op: each op is timed in
-// a CUDA graph of many back-to-back calls, as the engine replays decode, so the figure includes
-// the launch-to-launch gap a real step pays. The GEMVs that carry their neighbours (the norms,
-// SiLU and residual adds: gemv.h) are timed too, with the step they make. The GEMVs run over enough
-// distinct weights that L2 cannot hold them and are compared with the device-to-device copy
-// bandwidth; the small ops are latency figures. The sum over a step's ops is printed beside the
-// weight-streaming floor, and a layer stack's fused GEMVs are timed one after another as a step
-// runs them. The q/k norm and rotary run inside decode attention (attention_bench times
-// attention alone).
+// What one batch-1 (and batch-8) decode step of Qwen3-0.6B costs op by op, and the linears of a
+// batch-128 step: each op is timed in a CUDA graph of many back-to-back calls, as the engine
+// replays decode, so the figure includes the launch-to-launch gap a real step pays. The GEMVs that
+// carry their neighbours (the norms, SiLU and residual adds: gemv.h) are timed too, with the step
+// they make. The GEMVs run over enough distinct weights that L2 cannot hold them and are compared
+// with the device-to-device copy bandwidth; the small ops are latency figures. The sum over a
+// step's ops is printed beside the weight-streaming floor, and a layer stack's fused GEMVs are
+// timed one after another as a step runs them. The q/k norm and rotary run inside decode attention
+// (attention_bench times attention alone).
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -19,8 +19,10 @@
 
 #include "core/dtype.h"
 #include "cuda_bench_util.h"
+#include "kernels/cuda/device_allocator.h"
 #include "kernels/cuda/elementwise_ops.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/linear.h"
 
 namespace nanovllm {
 namespace {
@@ -148,14 +150,51 @@ std::vector<Row> bench_batch(int m, cudaStream_t stream, std::mt19937& rng) {
   return rows;
 }
 
+// The linears of a decode step at the bench workload's batch (about 128 rows), which go to
+// cuBLASLt: microseconds per call over distinct weights, each in a graph of back-to-back calls.
+std::vector<Row> bench_wide_batch(int m, cudaStream_t stream, std::mt19937& rng) {
+  cuda::register_cuda_allocator();
+  cuda::CublasLtLinear linear;
+  const GemvShape shapes[] = {
+      {"qkv_proj", kQkvWidth, kHidden, kLayers, DType::kBF16},
+      {"o_proj", kHidden, kNumHeads * kHeadDim, kLayers, DType::kBF16},
+      {"gate_up_proj", 2 * kIntermediate, kHidden, kLayers, DType::kBF16},
+      {"down_proj", kHidden, kIntermediate, kLayers, DType::kBF16},
+      {"lm_head", kVocab, kHidden, 1, DType::kF32},
+  };
+  std::vector<Row> rows;
+  for (const GemvShape& shape : shapes) {
+    const size_t weight_bytes = size_t{2} * shape.n * shape.k;
+    const int copies = static_cast<int>(
+        std::clamp<size_t>((kMinBytesPerRun + weight_bytes - 1) / weight_bytes, 1, kMaxCopies));
+    DeviceBuffer weights(weight_bytes * copies);
+    fill_random_bf16(weights.get(), weight_bytes * copies, rng);
+    DeviceBuffer x(size_t{2} * m * shape.k);
+    fill_random_bf16(x.get(), size_t{2} * m * shape.k, rng);
+    DeviceBuffer out(dtype_size(shape.out_dtype) * m * shape.n);
+    cuda::LinearArgs args{DType::kBF16, shape.out_dtype, x.get(), shape.k, nullptr, shape.k,
+                          out.get(),    shape.n,         m,       shape.n, shape.k};
+    const double ms = time_graph_ms(stream, [&] {
+      for (int c = 0; c < copies; ++c) {
+        args.weight = weights.get<char>() + c * weight_bytes;
+        linear.run(args, stream);
+      }
+    });
+    const double us = ms * 1e3 / copies;
+    rows.push_back({fmt::format("cuBLASLt {} [{}x{}]", shape.name, shape.n, shape.k), m, us,
+                    weight_bytes / (us * 1e-6) / 1e9, us * shape.per_step});
+  }
+  return rows;
+}
+
 // The four fused GEMVs of every layer (norm + qkv_proj, o_proj + residual add, norm +
 // gate_up_proj, SiLU + down_proj + residual add) over 28 layers of distinct weights in one
 // graph, at one row, as a batch-1 step runs them less attention: what the kernels cost
 // one after another, each starting while the one before drains. Microseconds per step.
 double bench_layer_chain(cudaStream_t stream, std::mt19937& rng) {
   constexpr int64_t kQ = int64_t{kNumHeads} * kHeadDim;
-  const size_t layer_elems = size_t{kQkvWidth} * kHidden + size_t{kHidden} * kQ +
-                             size_t{3} * kIntermediate * kHidden;
+  const size_t layer_elems =
+      size_t{kQkvWidth} * kHidden + size_t{kHidden} * kQ + size_t{3} * kIntermediate * kHidden;
   DeviceBuffer weights(2 * layer_elems * kLayers);
   fill_random_bf16(weights.get(), 2 * layer_elems * kLayers, rng);
   DeviceBuffer h(2 * kHidden), qkv(2 * kQkvWidth), attn(2 * kQ), gate_up(4 * kIntermediate);
@@ -225,6 +264,15 @@ int run(cudaStream_t stream, const cudaDeviceProp& prop) {
     fmt::print("| weight-streaming floor, rows {} | | | | | {:.1f} |\n", m,
                weight_bytes / (copy_gbps * 1e9) * 1e6);
   }
+  double wide_step_us = 0.0;
+  constexpr int kWideRows = 128;
+  for (const Row& r : bench_wide_batch(kWideRows, stream, rng)) {
+    wide_step_us += r.step_us;
+    fmt::print("| {} | {} | {:.2f} | {:.0f} | {:.1f} | {:.1f} |\n", r.op, r.m, r.us, r.gbps,
+               100.0 * r.gbps / copy_gbps, r.step_us);
+    std::fflush(stdout);
+  }
+  fmt::print("| sum over a step's linears, rows {} | | | | | {:.1f} |\n", kWideRows, wide_step_us);
   const double layer_bytes = 2.0 * (double(kQkvWidth) * kHidden + kHidden * kNumHeads * kHeadDim +
                                     3.0 * kIntermediate * kHidden);
   const double chain_us = bench_layer_chain(stream, rng);
