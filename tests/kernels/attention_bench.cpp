@@ -119,8 +119,8 @@ int run(cudaStream_t stream, const cudaDeviceProp& prop) {
   std::vector<Result> results;
   for (int batch : {1, 32, 256}) {
     for (int context : {512, 2048, 8192}) {
-      const Result r = bench_decode(std::vector<int32_t>(batch, context),
-                                    prop.multiProcessorCount, stream, rng);
+      const Result r =
+          bench_decode(std::vector<int32_t>(batch, context), prop.multiProcessorCount, stream, rng);
       fmt::print(
           "  B {:>3} ctx {:>4}: {:>8.1f} us  {:>6.0f} GB/s  {:>5.1f}% of copy  ({} caches)\n",
           r.batch, r.context, r.us, r.gbps, 100.0 * r.gbps / copy_gbps, r.layers);
@@ -138,8 +138,9 @@ int run(cudaStream_t stream, const cudaDeviceProp& prop) {
     if (order[0] == 'a') std::sort(mixed.begin(), mixed.end());
     if (order[0] == 'd') std::sort(mixed.rbegin(), mixed.rend());
     const Result r = bench_decode(mixed, prop.multiProcessorCount, stream, rng);
-    fmt::print("  B {} contexts 100..2048 ({} order, mean {}): {:.1f} us  {:.0f} GB/s  {:.1f}% of copy\n",
-               r.batch, order, r.context, r.us, r.gbps, 100.0 * r.gbps / copy_gbps);
+    fmt::print(
+        "  B {} contexts 100..2048 ({} order, mean {}): {:.1f} us  {:.0f} GB/s  {:.1f}% of copy\n",
+        r.batch, order, r.context, r.us, r.gbps, 100.0 * r.gbps / copy_gbps);
     std::fflush(stdout);
   }
 

@@ -316,7 +316,7 @@ TEST(CudaAttention, DecodeOutputDoesNotDependOnTheDispatchOrder) {
   std::mt19937 rng(12);
   const std::vector<DecodeCase> cases = {
       {{16, 8, 128}, 256, random_contexts(40, 1200, rng)},  // no split
-      {{4, 4, 128}, 64, {1, 15, 16, 17, 0, 1000, 2047}},   // split, with a padding row
+      {{4, 4, 128}, 64, {1, 15, 16, 17, 0, 1000, 2047}},    // split, with a padding row
   };
   for (DType dtype : kDtypes) {
     auto gpu = make_cuda_backend(dtype);
