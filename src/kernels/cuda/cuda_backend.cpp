@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -21,24 +20,10 @@
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/sampling_ops.h"
+#include "kernels/cuda/stream_tickets.h"
 #include "kernels/cuda/tensor_checks.h"
 
 namespace nanovllm {
-
-namespace cuda {
-
-void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
-  throw Error(fmt::format("{}:{}: {} failed: {} ({})", file, line, call, cudaGetErrorName(status),
-                          cudaGetErrorString(status)));
-}
-
-void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
-  throw Error(fmt::format("{}:{}: {} failed: {} ({})", file, line, call,
-                          cublasLtGetStatusName(status), cublasLtGetStatusString(status)));
-}
-
-}  // namespace cuda
-
 namespace {
 
 using cuda::check_contiguous;
@@ -161,8 +146,9 @@ class CudaBackend final : public Backend {
                      const AttentionMetadata& metadata, const AttentionDims& dims, float scale,
                      Tensor out, const cuda::QkNormRopeArgs& fused);
   void check_copy(const Tensor& tensor, const void* host, std::string_view name) const;
-  // Records the next ticket's event after the work enqueued so far.
-  uint64_t record_ticket();
+  // Enqueues a copy of `bytes` and returns its ticket (0 when there is nothing to copy).
+  uint64_t enqueue_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                        std::string_view what);
 
   DType dtype_;
   int device_ = 0;
@@ -176,11 +162,7 @@ class CudaBackend final : public Backend {
   Buffer sampling_scratch_;
   Buffer fused_decode_scratch_;
   std::vector<Buffer> retired_scratch_;  // outgrown scratch that graphs may still name
-  // Events of the async copies' tickets, reused round robin; tickets up to done_ticket_ are
-  // known to be done.
-  std::array<cudaEvent_t, 8> ticket_events_{};
-  uint64_t last_ticket_ = 0;
-  uint64_t done_ticket_ = 0;
+  cuda::StreamTickets tickets_;          // of the copies
 };
 
 CudaBackend::CudaBackend(DType dtype) : dtype_(dtype) {
@@ -213,9 +195,6 @@ CudaBackend::CudaBackend(DType dtype) : dtype_(dtype) {
 CudaBackend::~CudaBackend() {
   // Queued work may still use the scratch buffers and the GEMM workspace freed below.
   if (cudaStreamSynchronize(stream()) != cudaSuccess) (void)cudaGetLastError();
-  for (cudaEvent_t event : ticket_events_) {
-    if (event != nullptr) (void)cudaEventDestroy(event);
-  }
 }
 
 bool CudaBackend::capturing() const {
@@ -257,60 +236,34 @@ void CudaBackend::check_copy(const Tensor& tensor, const void* host, std::string
 // Pageable host memory is staged by the driver before cudaMemcpyAsync returns, so the caller
 // may reuse it at once; page-locked memory would be read later, so the copy is waited for.
 void CudaBackend::upload(Tensor dst, const void* host_src) {
-  check_copy(dst, host_src, "upload destination");
-  if (dst.nbytes() == 0) return;
-  check_not_capturing("upload");
-  NVLLM_CUDA_CHECK(
-      cudaMemcpyAsync(dst.data(), host_src, dst.nbytes(), cudaMemcpyHostToDevice, stream()));
-  if (is_registered_host_memory(host_src)) NVLLM_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  const uint64_t ticket = upload_async(dst, host_src);
+  if (is_registered_host_memory(host_src)) wait_for(ticket);
 }
 
 void CudaBackend::download(void* host_dst, const Tensor& src) {
-  check_copy(src, host_dst, "download source");
-  if (src.nbytes() == 0) return;
-  check_not_capturing("download");
-  NVLLM_CUDA_CHECK(
-      cudaMemcpyAsync(host_dst, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, stream()));
-  NVLLM_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  wait_for(download_async(host_dst, src));
 }
 
 uint64_t CudaBackend::upload_async(Tensor dst, const void* host_src) {
   check_copy(dst, host_src, "upload destination");
-  check_not_capturing("upload");
-  if (dst.nbytes() > 0) {
-    NVLLM_CUDA_CHECK(
-        cudaMemcpyAsync(dst.data(), host_src, dst.nbytes(), cudaMemcpyHostToDevice, stream()));
-  }
-  return record_ticket();
+  return enqueue_copy(dst.data(), host_src, dst.nbytes(), cudaMemcpyHostToDevice, "upload");
 }
 
 uint64_t CudaBackend::download_async(void* host_dst, const Tensor& src) {
   check_copy(src, host_dst, "download source");
-  check_not_capturing("download");
-  if (src.nbytes() > 0) {
-    NVLLM_CUDA_CHECK(
-        cudaMemcpyAsync(host_dst, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, stream()));
-  }
-  return record_ticket();
+  return enqueue_copy(host_dst, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, "download");
 }
 
-uint64_t CudaBackend::record_ticket() {
-  const uint64_t ticket = ++last_ticket_;
-  cudaEvent_t& event = ticket_events_[ticket % ticket_events_.size()];
-  if (event == nullptr) {
-    NVLLM_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  }
-  NVLLM_CUDA_CHECK(cudaEventRecord(event, stream()));
-  return ticket;
+uint64_t CudaBackend::enqueue_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                                   std::string_view what) {
+  if (bytes == 0) return 0;
+  check_not_capturing(what);
+  NVLLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream()));
+  return tickets_.record(stream());
 }
 
 void CudaBackend::wait_for(uint64_t ticket) {
-  if (ticket <= done_ticket_) return;
-  NVLLM_CHECK_LE(ticket, last_ticket_);
-  // A ticket whose event has since been recorded again is waited for through the later one:
-  // the stream's work completes in order.
-  NVLLM_CUDA_CHECK(cudaEventSynchronize(ticket_events_[ticket % ticket_events_.size()]));
-  done_ticket_ = std::max(done_ticket_, ticket);
+  tickets_.wait(ticket);
 }
 
 void CudaBackend::pin_host_memory(void* host, size_t bytes) {
