@@ -45,6 +45,20 @@ struct GemvShape {
   Fusion fusion = Fusion::kNone;
 };
 
+// The linears of a decode step, as plain products.
+constexpr GemvShape kLinears[] = {
+    {"qkv_proj", kQkvWidth, kHidden, kLayers, DType::kBF16},
+    {"o_proj", kHidden, kNumHeads* kHeadDim, kLayers, DType::kBF16},
+    {"gate_up_proj", 2 * kIntermediate, kHidden, kLayers, DType::kBF16},
+    {"down_proj", kHidden, kIntermediate, kLayers, DType::kBF16},
+    {"lm_head", kVocab, kHidden, 1, DType::kF32},
+};
+
+// Copies of a weight of `bytes` that together overflow L2.
+int distinct_copies(size_t bytes) {
+  return static_cast<int>(std::clamp<size_t>((kMinBytesPerRun + bytes - 1) / bytes, 1, kMaxCopies));
+}
+
 struct Row {
   std::string op;
   int m;
@@ -58,10 +72,7 @@ struct Row {
 // `in_l2` over one weight again and again (what a weight prefetched into L2 costs).
 Row bench_gemv(const GemvShape& shape, int m, bool in_l2, cudaStream_t stream, std::mt19937& rng) {
   const size_t weight_bytes = size_t{2} * shape.n * shape.k;
-  const int copies = in_l2
-                         ? 1
-                         : static_cast<int>(std::clamp<size_t>(
-                               (kMinBytesPerRun + weight_bytes - 1) / weight_bytes, 1, kMaxCopies));
+  const int copies = in_l2 ? 1 : distinct_copies(weight_bytes);
   const int calls = in_l2 ? kMaxCopies : copies;
   DeviceBuffer weights(weight_bytes * copies);
   fill_random_bf16(weights.get(), weight_bytes * copies, rng);
@@ -109,12 +120,7 @@ Row bench_small(const char* name, int m, int per_step, cudaStream_t stream, Op o
 }
 
 std::vector<Row> bench_batch(int m, cudaStream_t stream, std::mt19937& rng) {
-  const GemvShape shapes[] = {
-      {"qkv_proj", kQkvWidth, kHidden, kLayers, DType::kBF16},
-      {"o_proj", kHidden, kNumHeads * kHeadDim, kLayers, DType::kBF16},
-      {"gate_up_proj", 2 * kIntermediate, kHidden, kLayers, DType::kBF16},
-      {"down_proj", kHidden, kIntermediate, kLayers, DType::kBF16},
-      {"lm_head", kVocab, kHidden, 1, DType::kF32},
+  const GemvShape fused_shapes[] = {
       {"input norm + qkv_proj", kQkvWidth, kHidden, kLayers, DType::kBF16, Fusion::kNorm},
       {"o_proj + residual add", kHidden, kNumHeads * kHeadDim, kLayers, DType::kBF16,
        Fusion::kResidual},
@@ -124,11 +130,12 @@ std::vector<Row> bench_batch(int m, cudaStream_t stream, std::mt19937& rng) {
       {"final norm + lm_head", kVocab, kHidden, 1, DType::kF32, Fusion::kNorm},
   };
   std::vector<Row> rows;
-  for (const GemvShape& shape : shapes) rows.push_back(bench_gemv(shape, m, false, stream, rng));
-  for (const GemvShape& shape : shapes) {
-    if (shape.per_step > 1 && shape.fusion == Fusion::kNone) {
-      rows.push_back(bench_gemv(shape, m, true, stream, rng));
-    }
+  for (const GemvShape& shape : kLinears) rows.push_back(bench_gemv(shape, m, false, stream, rng));
+  for (const GemvShape& shape : fused_shapes) {
+    rows.push_back(bench_gemv(shape, m, false, stream, rng));
+  }
+  for (const GemvShape& shape : kLinears) {
+    if (shape.per_step > 1) rows.push_back(bench_gemv(shape, m, true, stream, rng));
   }
 
   DeviceBuffer h(size_t{2} * m * kHidden), residual(size_t{2} * m * kHidden);
@@ -155,18 +162,10 @@ std::vector<Row> bench_batch(int m, cudaStream_t stream, std::mt19937& rng) {
 std::vector<Row> bench_wide_batch(int m, cudaStream_t stream, std::mt19937& rng) {
   cuda::register_cuda_allocator();
   cuda::CublasLtLinear linear;
-  const GemvShape shapes[] = {
-      {"qkv_proj", kQkvWidth, kHidden, kLayers, DType::kBF16},
-      {"o_proj", kHidden, kNumHeads * kHeadDim, kLayers, DType::kBF16},
-      {"gate_up_proj", 2 * kIntermediate, kHidden, kLayers, DType::kBF16},
-      {"down_proj", kHidden, kIntermediate, kLayers, DType::kBF16},
-      {"lm_head", kVocab, kHidden, 1, DType::kF32},
-  };
   std::vector<Row> rows;
-  for (const GemvShape& shape : shapes) {
+  for (const GemvShape& shape : kLinears) {
     const size_t weight_bytes = size_t{2} * shape.n * shape.k;
-    const int copies = static_cast<int>(
-        std::clamp<size_t>((kMinBytesPerRun + weight_bytes - 1) / weight_bytes, 1, kMaxCopies));
+    const int copies = distinct_copies(weight_bytes);
     DeviceBuffer weights(weight_bytes * copies);
     fill_random_bf16(weights.get(), weight_bytes * copies, rng);
     DeviceBuffer x(size_t{2} * m * shape.k);
