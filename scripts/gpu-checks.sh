@@ -41,6 +41,10 @@ if has golden; then
     "$bin/engine_golden_test" --gtest_brief=1
   check golden_f32_graphs env NANOVLLM_TEST_DEVICE=cuda "$bin/engine_golden_test" --gtest_brief=1
 fi
+if has sanitizer || has hf || has bench || has serve || has peer; then
+  python3 .gpu/peer/make_qwen3_checkpoint.py "$model" "$PWD/tests/data/qwen3-tokenizer" \
+    >"$LOG_DIR/checkpoint.log" 2>&1 || { echo "making $model failed"; cat "$LOG_DIR/checkpoint.log"; }
+fi
 if has sanitizer; then
   # bf16 with decode graphs, f32 eagerly: every kernel and both launch paths.
   for variant in bfloat16: float32:--enforce-eager; do
@@ -51,15 +55,21 @@ if has sanitizer; then
       --prompt "Hello" --prompt "A longer prompt about paged attention and its block tables." \
       --no-progress --output "$LOG_DIR/memcheck_$dtype.jsonl"
   done
-fi
-if has hf || has bench || has serve || has peer; then
-  python3 .gpu/peer/make_qwen3_checkpoint.py "$model" "$PWD/tests/data/qwen3-tokenizer" \
-    >"$LOG_DIR/checkpoint.log" 2>&1 || { echo "making $model failed"; cat "$LOG_DIR/checkpoint.log"; }
+  # One sequence of a Qwen3-0.6B-shaped model: the kernels of one-row decode (the fused
+  # linears and MLP), which the tiny model's widths do not take.
+  check memcheck_bfloat16_batch1 timeout 300 compute-sanitizer --tool memcheck --error-exitcode 1 \
+    "$bin/nanovllm" generate --model "$model" --device cuda --dtype bfloat16 --enforce-eager \
+    --num-kvcache-blocks 4 --max-model-len 1024 --max-num-seqs 1 --max-tokens 6 --prompt "Hello" \
+    --no-progress --output "$LOG_DIR/memcheck_batch1.jsonl"
 fi
 if has hf; then
   check hf_compare_bf16 python3 tools/hf_compare.py --model "$model" --nanovllm "$bin/nanovllm" \
     --report "$LOG_DIR/hf_compare.json"
   grep -E '^(prompt|greedy|hf_compare)' "$LOG_DIR/hf_compare_bf16.log"
+  # The same prompts one at a time: decode at one row, through the fused linears and MLP.
+  check hf_compare_bf16_batch1 python3 tools/hf_compare.py --model "$model" \
+    --nanovllm "$bin/nanovllm" --report "$LOG_DIR/hf_compare_batch1.json" -- --max-num-seqs 1
+  grep -E '^(prompt|greedy|hf_compare)' "$LOG_DIR/hf_compare_bf16_batch1.log"
 fi
 if has attention; then
   check attention_bench "$bin/attention_bench"

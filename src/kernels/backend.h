@@ -241,17 +241,45 @@ class Backend {
     return false;
   }
   // out = rms_norm(x, norm_weight, eps) @ weight^T.  x [M, K]; norm_weight [K]; weight [N, K];
-  // out [M, N] of the compute dtype or f32.
+  // out [M, N] of the compute dtype or f32. With `pending` (one row, see fuses_mlp) the input
+  // is rms_norm(x + pending) instead, the sum rounded to the compute dtype.
   virtual void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps,
-                               const Tensor& weight, Tensor out) {
-    (void)x, (void)norm_weight, (void)eps, (void)weight, (void)out;
+                               const Tensor& weight, Tensor out, Tensor pending = {}) {
+    (void)x, (void)norm_weight, (void)eps, (void)weight, (void)out, (void)pending;
     unserved("rms_norm_linear");
   }
   // residual += x @ weight^T, the product rounded to the compute dtype first (linear, then the
-  // add of add_rms_norm).  x [M, K]; weight [N, K]; residual [M, N]
-  virtual void linear_add(const Tensor& x, const Tensor& weight, Tensor residual) {
-    (void)x, (void)weight, (void)residual;
+  // add of add_rms_norm).  x [M, K]; weight [N, K]; residual [M, N]. With `pending` (one row)
+  // the residual is first round(residual + pending), and pending is zeroed.
+  virtual void linear_add(const Tensor& x, const Tensor& weight, Tensor residual,
+                          Tensor pending = {}) {
+    (void)x, (void)weight, (void)residual, (void)pending;
     unserved("linear_add");
+  }
+
+  // Whether the model should also run each layer's MLP as rms_norm_mlp at `rows` rows (on the
+  // GPU: one row of a model whose MLP weights fit one wave of CTAs, where it saves a kernel).
+  // Its output is not added to the residual stream at once but to a pending sum: int64
+  // [1, H] in fixed point, units of 2^-32, which many CTAs add to in any order with the same
+  // result. rms_norm_linear and linear_add fold it in when given it, fold_pending writes it
+  // back, and it is all zeros between those.
+  virtual bool fuses_mlp(int64_t rows, int64_t hidden, int64_t intermediate) const {
+    (void)rows, (void)hidden, (void)intermediate;
+    return false;
+  }
+  // pending += silu_mul(rms_norm(x, norm_weight, eps) @ gate_up_weight^T) @ down_weight^T,
+  // each op rounded as alone except the last, whose products are summed unrounded.
+  // x [1, H]; norm_weight [H]; gate_up_weight [2I, H]; down_weight [H, I]; pending i64 [1, H]
+  virtual void rms_norm_mlp(const Tensor& x, const Tensor& norm_weight, float eps,
+                            const Tensor& gate_up_weight, const Tensor& down_weight,
+                            Tensor pending) {
+    (void)x, (void)norm_weight, (void)eps, (void)gate_up_weight, (void)down_weight, (void)pending;
+    unserved("rms_norm_mlp");
+  }
+  // residual = round(residual + pending); pending = 0.  residual [1, H]; pending i64 [1, H]
+  virtual void fold_pending(Tensor residual, Tensor pending) {
+    (void)residual, (void)pending;
+    unserved("fold_pending");
   }
   // residual += silu_mul(gate_up) @ weight^T, rounded as linear_add.  gate_up [M, 2I];
   // weight [N, I]; residual [M, N]
@@ -279,7 +307,8 @@ class Backend {
 
  private:
   [[noreturn]] static void unserved(const char* op) {
-    throw Error(std::string(op) + ": not served by this backend (see fuses_linear_neighbours)");
+    throw Error(std::string(op) +
+                ": not served by this backend (see fuses_linear_neighbours and fuses_mlp)");
   }
 };
 

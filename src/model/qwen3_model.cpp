@@ -27,14 +27,15 @@ struct Qwen3Model::Workspace {
   OwnedTensor cos_sin;  // [max_position_embeddings, head_dim]
   int64_t token_capacity = 0;
   int64_t logit_row_capacity = 0;
-  Buffer residual;     // [T, H]
-  Buffer hidden;       // [T, H]
-  Buffer qkv;          // [T, qkv_size]
-  Buffer attn;         // [T, q_size]
-  Buffer gate_up;      // [T, 2 I]
-  Buffer act;          // [T, I]
-  Buffer last_hidden;  // [B, H]
-  Buffer logits;       // [B, vocab]
+  Buffer residual;      // [T, H]
+  Buffer hidden;        // [T, H]
+  Buffer qkv;           // [T, qkv_size]
+  Buffer attn;          // [T, q_size]
+  Buffer gate_up;       // [T, 2 I]
+  Buffer act;           // [T, I]
+  Buffer last_hidden;   // [B, H]
+  Buffer logits;        // [B, vocab]
+  OwnedTensor pending;  // i64 [1, H], zeros between steps; where the backend fuses the MLP
   TensorDumper dumper;
 };
 
@@ -124,6 +125,11 @@ Qwen3Model::Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend&
   workspace_->cos_sin =
       OwnedTensor(DType::kF32, {c.max_position_embeddings, dims.head_dim}, device);
   backend.upload(workspace_->cos_sin.tensor, table.data());
+  if (backend.fuses_mlp(1, hidden, c.intermediate_size)) {
+    workspace_->pending = OwnedTensor(DType::kI64, {1, hidden}, device);
+    const std::vector<int64_t> zeros(hidden, 0);
+    backend.upload(workspace_->pending.tensor, zeros.data());
+  }
 }
 
 bool Qwen3Model::dumps_tensors() const {
@@ -229,14 +235,25 @@ Tensor Qwen3Model::forward(const ForwardBatch& batch, const std::vector<LayerKVC
   // for the order of the norms' sums. Only the residual stream is kept between them.
   const bool fuse_linears =
       !fused && !dumper.enabled() && backend_.fuses_linear_neighbours(tokens, hidden, inter);
+  // Where the backend also fuses the MLP, its output stays pending until the next linear
+  // folds it into the residual stream: 4 ops a layer.
+  const bool fuse_mlp =
+      fuse_linears && ws.pending.tensor.defined() && backend_.fuses_mlp(tokens, hidden, inter);
+  const Tensor pending = fuse_mlp ? ws.pending.tensor : Tensor();  // [1, H] or none
   for (int i = 0; i < (fuse_linears ? c.num_hidden_layers : 0); ++i) {
     const Qwen3LayerWeights& w = weights_.layers[i];
-    backend_.rms_norm_linear(residual, w.input_layernorm, eps, w.qkv_proj, qkv);
+    backend_.rms_norm_linear(residual, w.input_layernorm, eps, w.qkv_proj, qkv, pending);
     attend(i, w);
-    backend_.linear_add(attn, w.o_proj, residual);
+    backend_.linear_add(attn, w.o_proj, residual, pending);
+    if (fuse_mlp) {
+      backend_.rms_norm_mlp(residual, w.post_attention_layernorm, eps, w.gate_up_proj, w.down_proj,
+                            pending);
+      continue;
+    }
     backend_.rms_norm_linear(residual, w.post_attention_layernorm, eps, w.gate_up_proj, gate_up);
     backend_.silu_linear_add(gate_up, w.down_proj, residual);
   }
+  if (fuse_mlp) backend_.fold_pending(residual, pending);
 
   for (int i = 0; i < (fused || fuse_linears ? 0 : c.num_hidden_layers); ++i) {
     const Qwen3LayerWeights& w = weights_.layers[i];

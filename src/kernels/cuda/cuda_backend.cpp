@@ -17,6 +17,7 @@
 #include "kernels/cuda/device_allocator.h"
 #include "kernels/cuda/elementwise_ops.h"
 #include "kernels/cuda/fused_decode.h"
+#include "kernels/cuda/fused_mlp.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/sampling_ops.h"
@@ -110,8 +111,13 @@ class CudaBackend final : public Backend {
   void silu_mul(const Tensor& gate_up, Tensor out) override;
   bool fuses_linear_neighbours(int64_t rows, int64_t hidden, int64_t intermediate) const override;
   void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& weight,
-                       Tensor out) override;
-  void linear_add(const Tensor& x, const Tensor& weight, Tensor residual) override;
+                       Tensor out, Tensor pending) override;
+  void linear_add(const Tensor& x, const Tensor& weight, Tensor residual, Tensor pending) override;
+  bool fuses_mlp(int64_t rows, int64_t hidden, int64_t intermediate) const override;
+  void rms_norm_mlp(const Tensor& x, const Tensor& norm_weight, float eps,
+                    const Tensor& gate_up_weight, const Tensor& down_weight,
+                    Tensor pending) override;
+  void fold_pending(Tensor residual, Tensor pending) override;
   void silu_linear_add(const Tensor& gate_up, const Tensor& weight, Tensor residual) override;
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) override;
   void gather_ids(const Tensor& ids, const Tensor& indices, Tensor out) override;
@@ -124,6 +130,9 @@ class CudaBackend final : public Backend {
   cuda::GemvArgs gemv_args(const char* op, const Tensor& x, int64_t k, const Tensor& weight,
                            const Tensor& out) const;
   void run_gemv(const char* op, const cuda::GemvArgs& args);
+  // The pending sum for a GEMV of `args` (nullptr when `pending` is undefined), checked.
+  int64_t* pending_sum(const char* op, const Tensor& pending, const cuda::GemvArgs& args,
+                       int64_t width) const;
   bool capturing() const;
   void check_not_capturing(std::string_view what) const;
   // `scratch` grown to at least `bytes` (its contents are not kept); growing allocates, which
@@ -159,6 +168,7 @@ class CudaBackend final : public Backend {
   // serves them. Off by default: it is slower than the separate kernels (docs/BENCHMARKS.md).
   bool fused_decode_enabled_ = false;
   bool fused_linears_enabled_ = true;
+  bool fused_mlp_enabled_ = true;
   Buffer sampling_scratch_;
   Buffer fused_decode_scratch_;
   std::vector<Buffer> retired_scratch_;  // outgrown scratch that graphs may still name
@@ -190,6 +200,9 @@ CudaBackend::CudaBackend(DType dtype) : dtype_(dtype) {
   // NANOVLLM_FUSED_LINEARS=0 runs the separate ops, to measure or rule out the fusion.
   const char* fused_linears = std::getenv("NANOVLLM_FUSED_LINEARS");
   fused_linears_enabled_ = fused_linears == nullptr || std::strcmp(fused_linears, "0") != 0;
+  // NANOVLLM_FUSED_MLP=0 runs each MLP as two GEMVs instead, likewise.
+  const char* fused_mlp = std::getenv("NANOVLLM_FUSED_MLP");
+  fused_mlp_enabled_ = fused_mlp == nullptr || std::strcmp(fused_mlp, "0") != 0;
 }
 
 CudaBackend::~CudaBackend() {
@@ -667,8 +680,16 @@ void CudaBackend::run_gemv(const char* op, const cuda::GemvArgs& args) {
   cuda::gemv(args, stream());
 }
 
+int64_t* CudaBackend::pending_sum(const char* op, const Tensor& pending, const cuda::GemvArgs& args,
+                                  int64_t width) const {
+  if (!pending.defined()) return nullptr;
+  check_contiguous(pending, fmt::format("{} pending", op), DType::kI64, {1, width});
+  NVLLM_CHECK_MSG(args.m == 1, "{}: a pending sum goes with one row, not {}", op, args.m);
+  return pending.data_as<int64_t>();
+}
+
 void CudaBackend::rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps,
-                                  const Tensor& weight, Tensor out) {
+                                  const Tensor& weight, Tensor out, Tensor pending) {
   NVLLM_CHECK_MSG(out.dtype() == dtype_ || out.dtype() == DType::kF32,
                   "rms_norm_linear out is {}, expected {} or float32", dtype_name(out.dtype()),
                   dtype_name(dtype_));
@@ -676,15 +697,62 @@ void CudaBackend::rms_norm_linear(const Tensor& x, const Tensor& norm_weight, fl
   check_contiguous(norm_weight, "rms_norm_linear norm_weight", dtype_, {args.k});
   args.norm_weight = norm_weight.data();
   args.eps = eps;
+  args.pending = pending_sum("rms_norm_linear", pending, args, args.k);
   run_gemv("rms_norm_linear", args);
 }
 
-void CudaBackend::linear_add(const Tensor& x, const Tensor& weight, Tensor residual) {
+void CudaBackend::linear_add(const Tensor& x, const Tensor& weight, Tensor residual,
+                             Tensor pending) {
   check_rows(residual, "linear_add residual", dtype_, {-1, -1});
   cuda::GemvArgs args = gemv_args("linear_add", x, x.size(1), weight, residual);
   args.residual = residual.data();
   args.ldr = residual.stride(0);
+  args.pending = pending_sum("linear_add", pending, args, args.n);
   run_gemv("linear_add", args);
+}
+
+bool CudaBackend::fuses_mlp(int64_t rows, int64_t hidden, int64_t intermediate) const {
+  if (!fused_mlp_enabled_ || !fuses_linear_neighbours(rows, hidden, intermediate)) return false;
+  return cuda::rms_norm_mlp_serves(dtype_, hidden, intermediate, num_sms_);
+}
+
+void CudaBackend::rms_norm_mlp(const Tensor& x, const Tensor& norm_weight, float eps,
+                               const Tensor& gate_up_weight, const Tensor& down_weight,
+                               Tensor pending) {
+  check_rows(x, "rms_norm_mlp x", dtype_, {1, -1});
+  const int64_t hidden = x.size(1);
+  check_contiguous(norm_weight, "rms_norm_mlp norm_weight", dtype_, {hidden});
+  check_rows(gate_up_weight, "rms_norm_mlp gate_up_weight", dtype_, {-1, hidden});
+  const int64_t intermediate = gate_up_weight.size(0) / 2;
+  NVLLM_CHECK_MSG(gate_up_weight.size(0) % 2 == 0,
+                  "rms_norm_mlp gate_up_weight {} has an odd height",
+                  gate_up_weight.shape_string());
+  check_rows(down_weight, "rms_norm_mlp down_weight", dtype_, {hidden, intermediate});
+  check_contiguous(pending, "rms_norm_mlp pending", DType::kI64, {1, hidden});
+  cuda::RmsNormMlpArgs args;
+  args.dtype = dtype_;
+  args.x = x.data();
+  args.norm_weight = norm_weight.data();
+  args.eps = eps;
+  args.gate_up = gate_up_weight.data();
+  args.ld_gate_up = gate_up_weight.stride(0);
+  args.down = down_weight.data();
+  args.ld_down = down_weight.stride(0);
+  args.pending = pending.data_as<int64_t>();
+  args.hidden = hidden;
+  args.intermediate = intermediate;
+  args.num_sms = num_sms_;
+  NVLLM_CHECK_MSG(fuses_mlp(1, hidden, intermediate),
+                  "rms_norm_mlp: hidden {} and intermediate {} are not served (fuses_mlp)", hidden,
+                  intermediate);
+  cuda::rms_norm_mlp(args, stream());
+}
+
+void CudaBackend::fold_pending(Tensor residual, Tensor pending) {
+  check_contiguous(residual, "fold_pending residual", dtype_, {1, -1});
+  check_contiguous(pending, "fold_pending pending", DType::kI64, {1, residual.size(1)});
+  cuda::fold_pending(dtype_, residual.data(), pending.data_as<int64_t>(), residual.size(1),
+                     stream());
 }
 
 void CudaBackend::silu_linear_add(const Tensor& gate_up, const Tensor& weight, Tensor residual) {

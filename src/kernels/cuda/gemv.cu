@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/elementwise_math.cuh"
+#include "kernels/cuda/fixed_point.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma_top_rows.cuh"
 #include "kernels/cuda/vec.cuh"
@@ -92,6 +93,7 @@ struct GemvParams {
   float eps;
   const T* residual;  // [m, n] or nullptr
   int64_t ldr;
+  int64_t* pending;  // [k] with kRmsNorm, [n] with kAddResidual, or nullptr; m == 1
 };
 
 // Grid: one CTA per tile of kTileRows weight rows; block: 1..kMaxWarps warps splitting k (all
@@ -122,6 +124,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
   uint4* staged_up = staged_up_warp + lane;
   uint4* staged_norm = staging + warp * kVectors + 2 * kVectorsPerStep * 32 + lane;  // kRmsNorm
 
+  // With kRmsNorm and a pending sum: the sum under the vector this lane transforms (one step
+  // covers the row), read right after the wait.
+  long long pending_in[kElemsPerVector] = {};
+
   // Replaces the staged x vectors of the valid rows by the input the MMAs take. The MMA layout
   // spreads a row over 4 lanes; here the whole warp shares the work instead: lane L takes
   // vector (i, t) = (L / 4, L % 4) of every row, so at one row each lane converts 8 elements,
@@ -135,6 +141,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
       for (int r = 0; r < m; ++r) {
         float values[kElemsPerVector];
         unpack8<T>(x_vectors[own + r * kLanesPerRow], values);
+        if (p.pending != nullptr) {  // one row: the residual stream is x + pending
+#pragma unroll
+          for (int e = 0; e < kElemsPerVector; ++e) {
+            values[e] = round_to<T>(values[e] + from_fixed_point(pending_in[e]));
+          }
+          x_vectors[own] = pack8<T>(values);
+        }
         float squares = 0.0f;
 #pragma unroll
         for (int e = 0; e < kElemsPerVector; ++e) squares += values[e] * values[e];
@@ -194,6 +207,18 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
     copy_x_async(staged_norm, p.norm_weight + (v < vectors ? v * kElemsPerVector : 0), v < vectors);
   }
   wait_for_prior_kernels();
+  if constexpr (kInput == Input::kRmsNorm) {  // pending_in
+    const int64_t v = first_step + lane;
+    if (p.pending != nullptr && v < vectors) {
+      const auto* source = reinterpret_cast<const longlong2*>(p.pending + v * kElemsPerVector);
+#pragma unroll
+      for (int i = 0; i < kElemsPerVector / 2; ++i) {
+        const longlong2 pair = source[i];
+        pending_in[2 * i] = pair.x;
+        pending_in[2 * i + 1] = pair.y;
+      }
+    }
+  }
   // The residual under this thread's outputs (the epilogue's entries e = threadIdx.x + j *
   // blockDim.x), read now so that its latency overlaps the loop's.
   float residual_in[2] = {0.0f, 0.0f};
@@ -205,6 +230,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
       const int col = e % kTileRows;
       if (e < kTileRows * kTileRows && row < m && tile_first + col < n) {
         residual_in[j] = to_float(p.residual[row * p.ldr + tile_first + col]);
+        if (p.pending != nullptr) {  // one row: fold the pending sum in, and clear it
+          int64_t& pending = p.pending[tile_first + col];
+          residual_in[j] = round_to<T>(residual_in[j] + from_fixed_point(pending));
+          pending = 0;
+        }
       }
     }
   }
@@ -274,7 +304,8 @@ void launch(const GemvArgs& args, int64_t tiles, int warps, cudaStream_t stream)
                                    static_cast<const T*>(args.norm_weight),
                                    args.eps,
                                    static_cast<const T*>(args.residual),
-                                   args.ldr};
+                                   args.ldr,
+                                   args.pending};
   launch_kernel(kernel, static_cast<unsigned>(tiles), warps * 32, smem, stream, params);
 }
 
@@ -315,8 +346,13 @@ bool gemv_supported(const GemvArgs& args) {
                        ((args.m == 1 || args.ldx >= 2 * args.k) && args.out_dtype == args.in_dtype);
   const bool residual_ok =
       args.residual == nullptr || (args.out_dtype == args.in_dtype && args.norm_weight == nullptr);
+  // The pending sum goes with one row, and with the norm or the residual add (not SiLU).
+  const bool pending_ok =
+      args.pending == nullptr ||
+      (args.m == 1 && !args.silu_gate &&
+       (args.norm_weight != nullptr || args.residual != nullptr) && aligned_16(args.pending));
   return half_inputs && out_ok && shape_ok && aligned_16(args.x) && aligned_16(args.weight) &&
-         x_stride_ok && weight_stride_ok && norm_ok && silu_ok && residual_ok;
+         x_stride_ok && weight_stride_ok && norm_ok && silu_ok && residual_ok && pending_ok;
 }
 
 void gemv(const GemvArgs& args, cudaStream_t stream) {

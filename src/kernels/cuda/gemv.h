@@ -35,6 +35,11 @@ struct GemvArgs {
   // the residual add does not come with norm_weight.
   const void* residual = nullptr;
   int64_t ldr = 0;
+  // One row only, with norm_weight or residual: the residual stream is that row plus `pending`
+  // (fixed point, fixed_point.cuh). With norm_weight the input is rms_norm(round(x +
+  // pending)) [k]; with residual, out = round(product) + round(residual + pending) [n], and
+  // pending is zeroed.
+  int64_t* pending = nullptr;
 };
 
 // The most rows of x the kernel takes.
