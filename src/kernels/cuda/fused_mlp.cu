@@ -1,12 +1,15 @@
 // pending += down(silu(gate) * up) for one row, [gate | up] = rms_norm(x) @ gate_up^T, in one
-// kernel of one wave: CTA c owns intermediate columns [c * per_cta, (c + 1) * per_cta). It
-// copies its gate and up rows and its columns of down into shared memory before waiting for
-// the kernel before (launch.cuh), so the weights stream in while that one runs. After the
-// wait every warp reads the whole x row and normalizes it itself (no CTA barrier for the
-// norm), the warps share out the gate and up rows, a barrier later the CTA has its SiLU * up
-// values, and each thread multiplies them into its rows of down and adds the products to the
-// pending sum. A CTA's products reach every output, so the sum is taken with atomics, in
-// fixed point so that it is the same whatever order they land in.
+// kernel: CTA c owns intermediate columns [c * kColumns, (c + 1) * kColumns). Before waiting for
+// the kernel before (launch.cuh) it copies its gate and up rows and its columns of down into
+// shared memory, so the weights stream in while that one runs. The CTAs are small enough to
+// sit beside the kernels before them (decode attention and o_proj's GEMV) on many SMs, so that
+// much of the MLP streams in while attention, bound by latency, leaves memory idle (one CTA of
+// 24 columns an SM instead: batch-1 0.796 against 0.783 ms a token). After the wait every warp
+// reads the whole x row and normalizes it itself (no CTA barrier for the norm), the warps share out
+// the gate and up rows, a barrier later the CTA has its SiLU * up values, and each thread
+// multiplies them into its rows of down and adds the products to the pending sum. A CTA's
+// products reach every output, so the sum is taken with atomics, in fixed point so that it is
+// the same whatever order they land in.
 #include "kernels/cuda/fused_mlp.h"
 
 #include <algorithm>
@@ -26,10 +29,11 @@ using attention::cp_async_wait;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kElemsPerVector = 8;  // bf16/f16 elements in 16 bytes
-// A CTA's weights, at most: with one GEMV CTA of the kernel before on the same SM (o_proj's,
-// 68 KB) the two still fit in an SM's 228 KB, so this kernel's copies start while it runs.
-constexpr size_t kMaxSmemBytes = size_t{160} << 10;
+constexpr int kElemsPerVector = 8;                         // bf16/f16 elements in 16 bytes
+constexpr int kColumns = 16;                               // intermediate columns a CTA owns
+constexpr int kSliceVectors = kColumns / kElemsPerVector;  // of a down row's slice
+// At most two CTAs an SM, so that they stay resident with the kernels before them.
+constexpr int kMaxCtasPerSm = 2;
 
 template <typename T>
 struct MlpParams {
@@ -41,67 +45,58 @@ struct MlpParams {
   const T* down;
   int64_t ld_down;
   int64_t* pending;
-  int hidden;
   int intermediate;
-  int per_cta;
 };
 
-// Shared memory: the CTA's gate rows then its up rows [2 per_cta][hidden], its columns of
-// down [hidden][per_cta], then the gate and up sums [2 per_cta] and SiLU * up [per_cta].
-size_t smem_bytes(int64_t hidden, int64_t per_cta) {
-  return static_cast<size_t>(3 * per_cta * hidden) * 2 + static_cast<size_t>(3 * per_cta) * 4;
+// Shared memory: the CTA's gate rows then its up rows [2 kColumns][hidden], its columns of
+// down [hidden][kColumns], then the gate and up sums [2 kColumns] and SiLU * up [kColumns].
+size_t smem_bytes(int64_t hidden) {
+  return static_cast<size_t>(3 * kColumns * hidden) * 2 + static_cast<size_t>(3 * kColumns) * 4;
 }
 
-// The fewest columns per CTA, a multiple of 8, that cover the intermediate width in one wave.
-int64_t columns_per_cta(int64_t intermediate, int num_sms) {
-  const int64_t per_sm = (intermediate + num_sms - 1) / num_sms;
-  return (per_sm + kElemsPerVector - 1) / kElemsPerVector * kElemsPerVector;
-}
-
-// grid: one CTA per per_cta columns; block: kThreads. Lane l of every warp holds x's vectors
-// l, l + 32, ..., kVectorsPerLane of them (hidden = 256 kVectorsPerLane).
-template <typename T, int kVectorsPerLane>
+// grid: one CTA per kColumns columns; block: kThreads. hidden = kThreads * kRows: lane l of
+// every warp holds x's vectors l, l + 32, ..., kRows of them, and thread t computes outputs
+// t, t + kThreads, ..., kRows of them.
+template <typename T, int kRows>
 __global__ void __launch_bounds__(kThreads) rms_norm_mlp_kernel(const MlpParams<T> p) {
+  constexpr int kHidden = kThreads * kRows;
+  constexpr int kRowVectors = kHidden / kElemsPerVector;  // of x and of a gate/up row
   extern __shared__ uint4 smem[];
-  const int row_vectors = p.hidden / kElemsPerVector;          // of x and of a gate/up row
-  const int slice_vectors = p.per_cta / kElemsPerVector;       // of a down row's slice
-  const int first = static_cast<int>(blockIdx.x) * p.per_cta;  // intermediate column
-  const int count = min(p.per_cta, p.intermediate - first);    // a multiple of 8
-  const int count_vectors = count / kElemsPerVector;
-  uint4* gate_up = smem;                                // [2 per_cta][row_vectors]
-  uint4* down = gate_up + 2 * p.per_cta * row_vectors;  // [hidden][slice_vectors]
-  float* sums = reinterpret_cast<float*>(down + p.hidden * slice_vectors);  // [2 per_cta]
-  float* act = sums + 2 * p.per_cta;                                        // [per_cta]
+  uint4* gate_up = smem;                               // [2 kColumns][kRowVectors]
+  uint4* down = gate_up + 2 * kColumns * kRowVectors;  // [kHidden][kSliceVectors]
+  float* sums = reinterpret_cast<float*>(down + kHidden * kSliceVectors);  // [2 kColumns]
+  float* act = sums + 2 * kColumns;                                        // [kColumns]
+  const int first = static_cast<int>(blockIdx.x) * kColumns;               // intermediate column
+  const int count = min(kColumns, p.intermediate - first);                 // a multiple of 8
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
 
   // Weights only until the wait: gate rows [0, count), up rows [count, 2 count).
   allow_next_kernel_launch();
-  for (int i = threadIdx.x; i < 2 * count * row_vectors; i += kThreads) {
-    const int r = i / row_vectors;
+  for (int i = threadIdx.x; i < 2 * count * kRowVectors; i += kThreads) {
+    const int r = i / kRowVectors;
     const int64_t row = r < count ? first + r : p.intermediate + first + (r - count);
-    cp_async_16(gate_up + i, p.gate_up + row * p.ld_gate_up + (i % row_vectors) * kElemsPerVector,
+    cp_async_16(gate_up + i, p.gate_up + row * p.ld_gate_up + (i % kRowVectors) * kElemsPerVector,
                 true);
   }
-  for (int i = threadIdx.x; i < p.hidden * count_vectors; i += kThreads) {
-    const int row = i / count_vectors;
-    const int v = i % count_vectors;
-    cp_async_16(down + row * slice_vectors + v,
-                p.down + row * p.ld_down + first + v * kElemsPerVector, true);
+  for (int i = threadIdx.x; i < kHidden * kSliceVectors; i += kThreads) {
+    const int v = i % kSliceVectors;  // past count: zeros, against SiLU * up's zeros
+    cp_async_16(down + i, p.down + (i / kSliceVectors) * p.ld_down + first + v * kElemsPerVector,
+                v * kElemsPerVector < count);
   }
   cp_async_commit();
-  uint4 scale[kVectorsPerLane];
+  uint4 scale[kRows];
 #pragma unroll
-  for (int i = 0; i < kVectorsPerLane; ++i) {
-    scale[i] = reinterpret_cast<const uint4*>(p.norm_weight)[lane + 32 * i];
+  for (int i = 0; i < kRows; ++i) {
+    scale[i] = __ldg(reinterpret_cast<const uint4*>(p.norm_weight) + lane + 32 * i);
   }
   wait_for_prior_kernels();
 
   // x, normalized as rms_norm rounds it; every warp the whole row.
-  float x[kVectorsPerLane][kElemsPerVector];
+  float x[kRows][kElemsPerVector];
   float squares = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kVectorsPerLane; ++i) {
+  for (int i = 0; i < kRows; ++i) {
     unpack8<T>(reinterpret_cast<const uint4*>(p.x)[lane + 32 * i], x[i]);
 #pragma unroll
     for (int e = 0; e < kElemsPerVector; ++e) squares += x[i][e] * x[i][e];
@@ -110,9 +105,9 @@ __global__ void __launch_bounds__(kThreads) rms_norm_mlp_kernel(const MlpParams<
   for (int offset = 16; offset > 0; offset /= 2) {
     squares += __shfl_xor_sync(0xffffffffu, squares, offset);
   }
-  const float inv_rms = inverse_rms(squares, p.hidden, p.eps);
+  const float inv_rms = inverse_rms(squares, kHidden, p.eps);
 #pragma unroll
-  for (int i = 0; i < kVectorsPerLane; ++i) {
+  for (int i = 0; i < kRows; ++i) {
     float w[kElemsPerVector];
     unpack8<T>(scale[i], w);
 #pragma unroll
@@ -125,10 +120,10 @@ __global__ void __launch_bounds__(kThreads) rms_norm_mlp_kernel(const MlpParams<
   __syncthreads();  // every thread's weight copies have landed
   // Warp w takes gate/up rows w, w + kWarps, ...; each sum is rounded as linear rounds gate_up.
   for (int r = warp; r < 2 * count; r += kWarps) {
-    const uint4* row = gate_up + r * row_vectors;
+    const uint4* row = gate_up + r * kRowVectors;
     float sum = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kVectorsPerLane; ++i) {
+    for (int i = 0; i < kRows; ++i) {
       float w[kElemsPerVector];
       unpack8<T>(row[lane + 32 * i], w);
       sum += dot8(x[i], w);
@@ -138,34 +133,41 @@ __global__ void __launch_bounds__(kThreads) rms_norm_mlp_kernel(const MlpParams<
     if (lane == 0) sums[r] = round_to<T>(sum);
   }
   __syncthreads();
-  for (int j = threadIdx.x; j < count; j += kThreads) {
-    act[j] = round_to<T>(silu_times<T>(sums[j], sums[count + j]));
+  if (threadIdx.x < kColumns) {  // past count: 0, against down's zeros
+    act[threadIdx.x] =
+        threadIdx.x < count
+            ? round_to<T>(silu_times<T>(sums[threadIdx.x], sums[count + threadIdx.x]))
+            : 0.0f;
   }
   __syncthreads();
-  // Thread t takes outputs t, t + kThreads, ...: its row of down's slice times SiLU * up.
-  for (int row = threadIdx.x; row < p.hidden; row += kThreads) {
-    const uint4* slice = down + row * slice_vectors;
-    float sum = 0.0f;
-    for (int v = 0; v < count_vectors; ++v) {
-      float w[kElemsPerVector];
-      unpack8<T>(slice[v], w);
-      float a[kElemsPerVector];
+  float a[kSliceVectors][kElemsPerVector];
 #pragma unroll
-      for (int e = 0; e < kElemsPerVector; ++e) a[e] = act[v * kElemsPerVector + e];
-      sum += dot8(a, w);
+  for (int v = 0; v < kSliceVectors; ++v) {
+#pragma unroll
+    for (int e = 0; e < kElemsPerVector; ++e) a[v][e] = act[v * kElemsPerVector + e];
+  }
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    const int row = static_cast<int>(threadIdx.x) + i * kThreads;
+    float sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kSliceVectors; ++v) {
+      float w[kElemsPerVector];
+      unpack8<T>(down[row * kSliceVectors + v], w);
+      sum += dot8(a[v], w);
     }
     add_fixed_point(p.pending + row, sum);
   }
 }
 
-template <typename T, int kVectorsPerLane>
+template <typename T, int kRows>
 void launch_mlp(const RmsNormMlpArgs& args, cudaStream_t stream) {
-  const int64_t per_cta = columns_per_cta(args.intermediate, args.num_sms);
-  const size_t smem = smem_bytes(args.hidden, per_cta);
-  const auto kernel = rms_norm_mlp_kernel<T, kVectorsPerLane>;
-  // One value for every launch (the largest served), so the call is idempotent.
-  NVLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(kMaxSmemBytes)));
+  const auto kernel = rms_norm_mlp_kernel<T, kRows>;
+  const size_t smem = smem_bytes(args.hidden);
+  if (smem > size_t{48} << 10) {
+    NVLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(smem)));
+  }
   const MlpParams<T> params{static_cast<const T*>(args.x),
                             static_cast<const T*>(args.norm_weight),
                             args.eps,
@@ -174,24 +176,20 @@ void launch_mlp(const RmsNormMlpArgs& args, cudaStream_t stream) {
                             static_cast<const T*>(args.down),
                             args.ld_down,
                             args.pending,
-                            static_cast<int>(args.hidden),
-                            static_cast<int>(args.intermediate),
-                            static_cast<int>(per_cta)};
-  const auto ctas = static_cast<unsigned>((args.intermediate + per_cta - 1) / per_cta);
+                            static_cast<int>(args.intermediate)};
+  const auto ctas = static_cast<unsigned>((args.intermediate + kColumns - 1) / kColumns);
   launch_kernel(kernel, ctas, kThreads, smem, stream, params);
 }
 
 template <typename T>
 void launch_for_width(const RmsNormMlpArgs& args, cudaStream_t stream) {
-  switch (args.hidden / (32 * kElemsPerVector)) {
+  switch (args.hidden / kThreads) {
     case 1:
       return launch_mlp<T, 1>(args, stream);
     case 2:
       return launch_mlp<T, 2>(args, stream);
-    case 4:
-      return launch_mlp<T, 4>(args, stream);
     default:
-      return launch_mlp<T, 8>(args, stream);
+      return launch_mlp<T, 4>(args, stream);
   }
 }
 
@@ -212,13 +210,10 @@ bool aligned_16(const void* pointer) {
 }  // namespace
 
 bool rms_norm_mlp_serves(DType dtype, int64_t hidden, int64_t intermediate, int num_sms) {
-  const int64_t vectors_per_lane = hidden / (32 * kElemsPerVector);
-  const bool width_ok =
-      hidden % (32 * kElemsPerVector) == 0 && (vectors_per_lane == 1 || vectors_per_lane == 2 ||
-                                               vectors_per_lane == 4 || vectors_per_lane == 8);
+  const bool width_ok = hidden == kThreads || hidden == 2 * kThreads || hidden == 4 * kThreads;
+  const int64_t ctas = (intermediate + kColumns - 1) / kColumns;
   return (dtype == DType::kBF16 || dtype == DType::kF16) && width_ok && intermediate > 0 &&
-         intermediate % kElemsPerVector == 0 && num_sms > 0 &&
-         smem_bytes(hidden, columns_per_cta(intermediate, num_sms)) <= kMaxSmemBytes;
+         intermediate % kElemsPerVector == 0 && num_sms > 0 && ctas <= kMaxCtasPerSm * num_sms;
 }
 
 void rms_norm_mlp(const RmsNormMlpArgs& args, cudaStream_t stream) {

@@ -27,9 +27,10 @@ struct RmsNormMlpArgs {
 };
 
 // Whether rms_norm_mlp() serves a model of these widths on a GPU of num_sms SMs: bf16 or f16;
-// hidden 256, 512, 1024 or 2048 (a warp holds the whole row); intermediate a positive multiple
-// of 8; and each SM's share of the weights fits in its shared memory in one wave of CTAs
-// (Qwen3-0.6B's 1024 x 3072 does; the larger models' do not, and they run two GEMVs).
+// hidden 256, 512 or 1024 (a warp holds the whole row, a thread up to 4 rows of down);
+// intermediate a positive multiple of 8, in at most two CTAs of 16 columns an SM (so that all
+// stay resident beside the kernels before them). Qwen3-0.6B's 1024 x 3072 is served; the
+// larger models' widths are not, and they run two GEMVs.
 bool rms_norm_mlp_serves(DType dtype, int64_t hidden, int64_t intermediate, int num_sms);
 
 // pending += silu(gate) * up @ down^T where [gate | up] = rms_norm(x) @ gate_up^T, with the
