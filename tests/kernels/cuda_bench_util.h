@@ -33,7 +33,7 @@ constexpr int kTimedRuns = 15;
 // Device memory freed on scope exit.
 class DeviceBuffer {
  public:
-  explicit DeviceBuffer(size_t bytes) {
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
     NVLLM_CUDA_CHECK(cudaMalloc(&data_, std::max<size_t>(bytes, 16)));
   }
   ~DeviceBuffer() { cudaFree(data_); }
@@ -43,9 +43,11 @@ class DeviceBuffer {
   T* get() const {
     return static_cast<T*>(data_);
   }
+  size_t bytes() const { return bytes_; }
 
  private:
   void* data_ = nullptr;
+  size_t bytes_ = 0;
 };
 
 // Fills `bytes` of device memory with random bf16 values in [-1, 1): a 16 MiB random pattern

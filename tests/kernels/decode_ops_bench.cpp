@@ -21,6 +21,7 @@
 #include "cuda_bench_util.h"
 #include "kernels/cuda/device_allocator.h"
 #include "kernels/cuda/elementwise_ops.h"
+#include "kernels/cuda/fused_mlp.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/linear.h"
 
@@ -157,6 +158,42 @@ std::vector<Row> bench_batch(int m, cudaStream_t stream, std::mt19937& rng) {
   return rows;
 }
 
+// The MLP in one kernel at one row (rms_norm_mlp: norm, gate_up_proj, SiLU, down_proj into the
+// pending sum), over distinct weights: microseconds per call.
+Row bench_fused_mlp(int num_sms, cudaStream_t stream, std::mt19937& rng) {
+  const size_t gate_up_bytes = size_t{2} * 2 * kIntermediate * kHidden;
+  const size_t layer_bytes = gate_up_bytes + size_t{2} * kHidden * kIntermediate;
+  const int copies = distinct_copies(layer_bytes);
+  DeviceBuffer weights(layer_bytes * copies), x(size_t{2} * kHidden), norm(size_t{2} * kHidden);
+  DeviceBuffer pending(sizeof(int64_t) * kHidden);
+  for (DeviceBuffer* b : {&weights, &x, &norm}) fill_random_bf16(b->get(), b->bytes(), rng);
+  NVLLM_CUDA_CHECK(cudaMemset(pending.get(), 0, pending.bytes()));
+  cuda::RmsNormMlpArgs args;
+  args.x = x.get();
+  args.norm_weight = norm.get();
+  args.eps = 1e-6f;
+  args.ld_gate_up = kHidden;
+  args.ld_down = kIntermediate;
+  args.pending = pending.get<int64_t>();
+  args.hidden = kHidden;
+  args.intermediate = kIntermediate;
+  args.num_sms = num_sms;
+  const double ms = time_graph_ms(stream, [&] {
+    for (int c = 0; c < copies; ++c) {
+      args.gate_up = weights.get<char>() + c * layer_bytes;
+      args.down = weights.get<char>() + c * layer_bytes + gate_up_bytes;
+      cuda::rms_norm_mlp(args, stream);
+    }
+  });
+  const double us = ms * 1e3 / copies;
+  return {"rms_norm_mlp (norm, gate_up_proj, SiLU, down_proj)",
+          1,
+          us,
+          layer_bytes / (us * 1e-6) / 1e9,
+          us * kLayers,
+          true};
+}
+
 // The linears of a decode step at the bench workload's batch (about 128 rows), which go to
 // cuBLASLt: microseconds per call over distinct weights, each in a graph of back-to-back calls.
 std::vector<Row> bench_wide_batch(int m, cudaStream_t stream, std::mt19937& rng) {
@@ -187,10 +224,11 @@ std::vector<Row> bench_wide_batch(int m, cudaStream_t stream, std::mt19937& rng)
 }
 
 // The four fused GEMVs of every layer (norm + qkv_proj, o_proj + residual add, norm +
-// gate_up_proj, SiLU + down_proj + residual add) over 28 layers of distinct weights in one
-// graph, at one row, as a batch-1 step runs them less attention: what the kernels cost
-// one after another, each starting while the one before drains. Microseconds per step.
-double bench_layer_chain(cudaStream_t stream, std::mt19937& rng) {
+// gate_up_proj, SiLU + down_proj + residual add), or with `fused_mlp` the first two and the
+// MLP in one kernel (rms_norm_mlp), over 28 layers of distinct weights in one graph, at one
+// row, as a batch-1 step runs them less attention: what the kernels cost one after another,
+// each starting while the one before drains. Microseconds per step.
+double bench_layer_chain(bool fused_mlp, int num_sms, cudaStream_t stream, std::mt19937& rng) {
   constexpr int64_t kQ = int64_t{kNumHeads} * kHeadDim;
   const size_t layer_elems =
       size_t{kQkvWidth} * kHidden + size_t{kHidden} * kQ + size_t{3} * kIntermediate * kHidden;
@@ -201,9 +239,13 @@ double bench_layer_chain(cudaStream_t stream, std::mt19937& rng) {
   fill_random_bf16(norm.get(), 2 * kHidden, rng);
   fill_random_bf16(h.get(), 2 * kHidden, rng);
   fill_random_bf16(attn.get(), 2 * kQ, rng);
+  DeviceBuffer pending(sizeof(int64_t) * kHidden);
+  NVLLM_CUDA_CHECK(cudaMemset(pending.get(), 0, pending.bytes()));
+  int64_t* const pending_sum = fused_mlp ? pending.get<int64_t>() : nullptr;
   const auto gemv = [&](const void* x, int64_t ldx, const void* w, int64_t n, int64_t k, void* out,
                         bool with_norm, bool silu, bool add) {
     cuda::GemvArgs args{DType::kBF16, DType::kBF16, x, ldx, w, k, out, n, 1, n, k};
+    if (!silu) args.pending = pending_sum;
     if (with_norm) {
       args.norm_weight = norm.get();
       args.eps = 1e-6f;
@@ -224,6 +266,22 @@ double bench_layer_chain(cudaStream_t stream, std::mt19937& rng) {
       const auto* down_w = gate_up_w + size_t{2} * kIntermediate * kHidden;
       gemv(h.get(), kHidden, qkv_w, kQkvWidth, kHidden, qkv.get(), true, false, false);
       gemv(attn.get(), kQ, o_w, kHidden, kQ, h.get(), false, false, true);
+      if (fused_mlp) {
+        cuda::RmsNormMlpArgs args;
+        args.x = h.get();
+        args.norm_weight = norm.get();
+        args.eps = 1e-6f;
+        args.gate_up = gate_up_w;
+        args.ld_gate_up = kHidden;
+        args.down = down_w;
+        args.ld_down = kIntermediate;
+        args.pending = pending_sum;
+        args.hidden = kHidden;
+        args.intermediate = kIntermediate;
+        args.num_sms = num_sms;
+        cuda::rms_norm_mlp(args, stream);
+        continue;
+      }
       gemv(h.get(), kHidden, gate_up_w, 2 * kIntermediate, kHidden, gate_up.get(), true, false,
            false);
       gemv(gate_up.get(), 2 * kIntermediate, down_w, kHidden, kIntermediate, h.get(), false, true,
@@ -243,7 +301,9 @@ int run(cudaStream_t stream, const cudaDeviceProp& prop) {
   fmt::print("| --- | ---: | ---: | ---: | ---: | ---: |\n");
   for (int m : {1, 8}) {
     double step_us = 0.0, fused_step_us = 0.0;
-    for (const Row& r : bench_batch(m, stream, rng)) {
+    std::vector<Row> rows = bench_batch(m, stream, rng);
+    if (m == 1) rows.push_back(bench_fused_mlp(prop.multiProcessorCount, stream, rng));
+    for (const Row& r : rows) {
       (r.fused ? fused_step_us : step_us) += r.step_us;
       const std::string bandwidth =
           r.gbps > 0 ? fmt::format("{:.0f} | {:.1f}", r.gbps, 100.0 * r.gbps / copy_gbps) : "|";
@@ -274,13 +334,16 @@ int run(cudaStream_t stream, const cudaDeviceProp& prop) {
   fmt::print("| sum over a step's linears, rows {} | | | | | {:.1f} |\n", kWideRows, wide_step_us);
   const double layer_bytes = 2.0 * (double(kQkvWidth) * kHidden + kHidden * kNumHeads * kHeadDim +
                                     3.0 * kIntermediate * kHidden);
-  const double chain_us = bench_layer_chain(stream, rng);
-  fmt::print(
-      "\nthe fused GEMVs of 28 layers in one graph, 1 row: {:.1f} us a step, {:.2f} us a layer "
-      "({:.1f}% of copy; at the copy bandwidth {:.2f} us a layer)\n",
-      chain_us, chain_us / kLayers,
-      100.0 * kLayers * layer_bytes / (chain_us * 1e-6) / 1e9 / copy_gbps,
-      layer_bytes / (copy_gbps * 1e9) * 1e6);
+  fmt::print("\nat the copy bandwidth a layer's weights take {:.2f} us\n",
+             layer_bytes / (copy_gbps * 1e9) * 1e6);
+  for (bool fused_mlp : {false, true}) {
+    const double chain_us = bench_layer_chain(fused_mlp, prop.multiProcessorCount, stream, rng);
+    fmt::print(
+        "{} of 28 layers in one graph, 1 row: {:.1f} us a step, {:.2f} us a layer ({:.1f}% of "
+        "copy)\n",
+        fused_mlp ? "qkv_proj, o_proj and the MLP kernel" : "the four fused GEMVs", chain_us,
+        chain_us / kLayers, 100.0 * kLayers * layer_bytes / (chain_us * 1e-6) / 1e9 / copy_gbps);
+  }
   return 0;
 }
 
