@@ -60,13 +60,17 @@ int distinct_copies(size_t bytes) {
   return static_cast<int>(std::clamp<size_t>((kMinBytesPerRun + bytes - 1) / bytes, 1, kMaxCopies));
 }
 
+// Which step's sum a row counts in: the separate ops', the fused linears', or neither (the
+// MLP kernel, which takes the place of two fused GEMVs).
+enum class Step { kSeparate, kFused, kNeither };
+
 struct Row {
   std::string op;
   int m;
-  double us;           // per call
-  double gbps;         // weight bytes per second; 0 for latency figures
-  double step_us;      // us x calls per step
-  bool fused = false;  // of the step that fuses the linears' neighbours, not of the separate ops'
+  double us;       // per call
+  double gbps;     // weight bytes per second; 0 for latency figures
+  double step_us;  // us x calls per step
+  Step step = Step::kSeparate;
 };
 
 // Microseconds per call of `m` x [n, k]^T, over distinct weights that L2 cannot hold, or with
@@ -107,7 +111,7 @@ Row bench_gemv(const GemvShape& shape, int m, bool in_l2, cudaStream_t stream, s
           us,
           weight_bytes / (us * 1e-6) / 1e9,
           in_l2 ? 0.0 : us * shape.per_step,
-          shape.fusion != Fusion::kNone};
+          shape.fusion != Fusion::kNone ? Step::kFused : Step::kSeparate};
 }
 
 // Microseconds per call of `op` (one decode step's worth of rows), back to back.
@@ -191,7 +195,7 @@ Row bench_fused_mlp(int num_sms, cudaStream_t stream, std::mt19937& rng) {
           us,
           layer_bytes / (us * 1e-6) / 1e9,
           us * kLayers,
-          true};
+          Step::kNeither};
 }
 
 // The linears of a decode step at the bench workload's batch (about 128 rows), which go to
@@ -304,7 +308,7 @@ int run(cudaStream_t stream, const cudaDeviceProp& prop) {
     std::vector<Row> rows = bench_batch(m, stream, rng);
     if (m == 1) rows.push_back(bench_fused_mlp(prop.multiProcessorCount, stream, rng));
     for (const Row& r : rows) {
-      (r.fused ? fused_step_us : step_us) += r.step_us;
+      if (r.step != Step::kNeither) (r.step == Step::kFused ? fused_step_us : step_us) += r.step_us;
       const std::string bandwidth =
           r.gbps > 0 ? fmt::format("{:.0f} | {:.1f}", r.gbps, 100.0 * r.gbps / copy_gbps) : "|";
       fmt::print("| {} | {} | {:.2f} | {} | {:.1f} |\n", r.op, r.m, r.us, bandwidth, r.step_us);
