@@ -258,7 +258,7 @@ class Backend {
   }
 
   // Whether the model should also run each layer's MLP as rms_norm_mlp at `rows` rows (on the
-  // GPU: one row of a model whose MLP weights fit one wave of CTAs, where it saves a kernel).
+  // GPU: one row of a model of Qwen3-0.6B's widths, where it saves a kernel; fused_mlp.h).
   // Its output is not added to the residual stream at once but to a pending sum: int64
   // [1, H] in fixed point, units of 2^-32, which many CTAs add to in any order with the same
   // result. rms_norm_linear and linear_add fold it in when given it, fold_pending writes it

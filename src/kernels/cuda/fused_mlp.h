@@ -27,10 +27,11 @@ struct RmsNormMlpArgs {
 };
 
 // Whether rms_norm_mlp() serves a model of these widths on a GPU of num_sms SMs: bf16 or f16;
-// hidden 256, 512 or 1024 (a warp holds the whole row, a thread up to 4 rows of down);
-// intermediate a positive multiple of 8, in at most two CTAs of 16 columns an SM (so that all
-// stay resident beside the kernels before them). Qwen3-0.6B's 1024 x 3072 is served; the
-// larger models' widths are not, and they run two GEMVs.
+// hidden 256, 512 or 1024 (a warp holds the whole row, a thread computes up to 4 outputs);
+// intermediate a positive multiple of 8, at most two CTAs of 16 columns an SM (more would
+// wait for SMs to free up rather than stream while the kernels before them run).
+// Qwen3-0.6B's 1024 x 3072 is served; the larger models' widths are not, and they run two
+// GEMVs.
 bool rms_norm_mlp_serves(DType dtype, int64_t hidden, int64_t intermediate, int num_sms);
 
 // pending += silu(gate) * up @ down^T where [gate | up] = rms_norm(x) @ gate_up^T, with the
