@@ -66,7 +66,7 @@ class CudaFusedMlpTest : public ::testing::TestWithParam<DType> {
   std::mt19937 rng_{17};
 };
 
-TEST_P(CudaFusedMlpTest, ServesOneRowOfModelsWhoseMlpFitsOneWave) {
+TEST_P(CudaFusedMlpTest, ServesOneRowOfSmallModels) {
   EXPECT_TRUE(gpu_->fuses_mlp(1, 1024, 3072));    // Qwen3-0.6B
   EXPECT_FALSE(gpu_->fuses_mlp(2, 1024, 3072));   // one row only
   EXPECT_FALSE(gpu_->fuses_mlp(1, 2048, 6144));   // Qwen3-1.7B: a row too wide
