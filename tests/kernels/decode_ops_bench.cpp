@@ -162,6 +162,21 @@ std::vector<Row> bench_batch(int m, cudaStream_t stream, std::mt19937& rng) {
   return rows;
 }
 
+// The MLP kernel's arguments for Qwen3-0.6B at one row, its weights (gate_up, down) left to set.
+cuda::RmsNormMlpArgs mlp_args(const void* x, const void* norm, int64_t* pending, int num_sms) {
+  cuda::RmsNormMlpArgs args;
+  args.x = x;
+  args.norm_weight = norm;
+  args.eps = 1e-6f;
+  args.ld_gate_up = kHidden;
+  args.ld_down = kIntermediate;
+  args.pending = pending;
+  args.hidden = kHidden;
+  args.intermediate = kIntermediate;
+  args.num_sms = num_sms;
+  return args;
+}
+
 // The MLP in one kernel at one row (rms_norm_mlp: norm, gate_up_proj, SiLU, down_proj into the
 // pending sum), over distinct weights: microseconds per call.
 Row bench_fused_mlp(int num_sms, cudaStream_t stream, std::mt19937& rng) {
@@ -172,16 +187,7 @@ Row bench_fused_mlp(int num_sms, cudaStream_t stream, std::mt19937& rng) {
   DeviceBuffer pending(sizeof(int64_t) * kHidden);
   for (DeviceBuffer* b : {&weights, &x, &norm}) fill_random_bf16(b->get(), b->bytes(), rng);
   NVLLM_CUDA_CHECK(cudaMemset(pending.get(), 0, pending.bytes()));
-  cuda::RmsNormMlpArgs args;
-  args.x = x.get();
-  args.norm_weight = norm.get();
-  args.eps = 1e-6f;
-  args.ld_gate_up = kHidden;
-  args.ld_down = kIntermediate;
-  args.pending = pending.get<int64_t>();
-  args.hidden = kHidden;
-  args.intermediate = kIntermediate;
-  args.num_sms = num_sms;
+  cuda::RmsNormMlpArgs args = mlp_args(x.get(), norm.get(), pending.get<int64_t>(), num_sms);
   const double ms = time_graph_ms(stream, [&] {
     for (int c = 0; c < copies; ++c) {
       args.gate_up = weights.get<char>() + c * layer_bytes;
@@ -271,18 +277,9 @@ double bench_layer_chain(bool fused_mlp, int num_sms, cudaStream_t stream, std::
       gemv(h.get(), kHidden, qkv_w, kQkvWidth, kHidden, qkv.get(), true, false, false);
       gemv(attn.get(), kQ, o_w, kHidden, kQ, h.get(), false, false, true);
       if (fused_mlp) {
-        cuda::RmsNormMlpArgs args;
-        args.x = h.get();
-        args.norm_weight = norm.get();
-        args.eps = 1e-6f;
+        cuda::RmsNormMlpArgs args = mlp_args(h.get(), norm.get(), pending_sum, num_sms);
         args.gate_up = gate_up_w;
-        args.ld_gate_up = kHidden;
         args.down = down_w;
-        args.ld_down = kIntermediate;
-        args.pending = pending_sum;
-        args.hidden = kHidden;
-        args.intermediate = kIntermediate;
-        args.num_sms = num_sms;
         cuda::rms_norm_mlp(args, stream);
         continue;
       }
