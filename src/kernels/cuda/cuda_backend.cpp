@@ -11,29 +11,23 @@
 #include <string_view>
 #include <type_traits>
 
-#include "kernels/backend.h"
 #include "kernels/cuda/attention_ops.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_allocator.h"
 #include "kernels/cuda/elementwise_ops.h"
 #include "kernels/cuda/fused_decode.h"
-#include "kernels/cuda/fused_mlp.h"
-#include "kernels/cuda/gemv.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/sampling_ops.h"
 #include "kernels/cuda/stream_tickets.h"
 #include "kernels/cuda/tensor_checks.h"
 
 namespace nanovllm {
-namespace {
 
 using cuda::check_contiguous;
 using cuda::check_rows;
 
-struct StreamDeleter {
-  void operator()(cudaStream_t stream) const { (void)cudaStreamDestroy(stream); }
-};
-using StreamHandle = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
+namespace {
 
 // An instantiated graph, launched on the stream it was captured from.
 class CudaGraph final : public CapturedGraph {
@@ -63,117 +57,7 @@ bool is_registered_host_memory(const void* pointer) {
   return attributes.type != cudaMemoryTypeUnregistered;
 }
 
-class CudaBackend final : public Backend {
- public:
-  explicit CudaBackend(DType dtype);
-  ~CudaBackend() override;
-  CudaBackend(const CudaBackend&) = delete;
-  CudaBackend& operator=(const CudaBackend&) = delete;
-
-  Device device() const override { return Device::kCUDA; }
-  DType compute_dtype() const override { return dtype_; }
-
-  void upload(Tensor dst, const void* host_src) override;
-  void download(void* host_dst, const Tensor& src) override;
-  void synchronize() override;
-  uint64_t upload_async(Tensor dst, const void* host_src) override;
-  uint64_t download_async(void* host_dst, const Tensor& src) override;
-  void wait_for(uint64_t ticket) override;
-  void pin_host_memory(void* host, size_t bytes) override;
-  void unpin_host_memory(void* host) override;
-  void check_attention_support(const AttentionDims& dims, int block_size) const override;
-  DeviceMemoryInfo memory_info() const override;
-  void reset_peak_memory() override { cuda::reset_allocator_peak(); }
-  bool has_graphs() const override { return true; }
-  std::unique_ptr<CapturedGraph> capture(const std::function<void()>& body) override;
-
-  void embedding(const Tensor& ids, const Tensor& weight, Tensor out) override;
-  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out) override;
-  void add_rms_norm(Tensor x, Tensor residual, const Tensor& weight, float eps) override;
-  void linear(const Tensor& x, const Tensor& weight, Tensor out) override;
-  void qk_norm_rope(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm, const Tensor& positions,
-                    const Tensor& cos_sin, float eps, const AttentionDims& dims) override;
-  void store_kv(const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& metadata,
-                const AttentionDims& dims) override;
-  void qk_norm_rope_store_kv(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm,
-                             const Tensor& positions, const Tensor& cos_sin, float eps,
-                             const AttentionDims& dims, const LayerKVCache& cache,
-                             const AttentionMetadata& metadata) override;
-  void attention(const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& metadata,
-                 const AttentionDims& dims, float scale, Tensor out) override;
-  void qk_norm_rope_attention(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm,
-                              const Tensor& positions, const Tensor& cos_sin, float eps,
-                              const AttentionDims& dims, const LayerKVCache& cache,
-                              const AttentionMetadata& metadata, float scale, Tensor out) override;
-  bool fused_decode_layers(const DecoderStack& stack, const Tensor& input_ids,
-                           const Tensor& positions, const AttentionMetadata& metadata,
-                           Tensor hidden, Tensor residual) override;
-  void silu_mul(const Tensor& gate_up, Tensor out) override;
-  bool fuses_linear_neighbours(int64_t rows, int64_t hidden, int64_t intermediate) const override;
-  void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& weight,
-                       Tensor out, Tensor pending) override;
-  void linear_add(const Tensor& x, const Tensor& weight, Tensor residual, Tensor pending) override;
-  bool fuses_mlp(int64_t rows, int64_t hidden, int64_t intermediate) const override;
-  void rms_norm_mlp(const Tensor& x, const Tensor& norm_weight, float eps,
-                    const Tensor& gate_up_weight, const Tensor& down_weight,
-                    Tensor pending) override;
-  void fold_pending(Tensor residual, Tensor pending) override;
-  void silu_linear_add(const Tensor& gate_up, const Tensor& weight, Tensor residual) override;
-  void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) override;
-  void gather_ids(const Tensor& ids, const Tensor& indices, Tensor out) override;
-  void sample(const Tensor& logits, const SamplingTensors& params, Tensor token_ids) override;
-  void compute_logprobs(const Tensor& logits, const Tensor& token_ids, int num_top,
-                        const LogprobsTensors& out) override;
-
- private:
-  cudaStream_t stream() const { return stream_.get(); }
-  cuda::GemvArgs gemv_args(const char* op, const Tensor& x, int64_t k, const Tensor& weight,
-                           const Tensor& out) const;
-  void run_gemv(const char* op, const cuda::GemvArgs& args);
-  // The pending sum for a GEMV of `args` (nullptr when `pending` is undefined), checked.
-  int64_t* pending_sum(const char* op, const Tensor& pending, const cuda::GemvArgs& args,
-                       int64_t width) const;
-  bool capturing() const;
-  void check_not_capturing(std::string_view what) const;
-  // `scratch` grown to at least `bytes` (its contents are not kept); growing allocates, which
-  // a graph capture cannot record, so it throws while capturing. Scratch only grows, a few
-  // times, so outgrown buffers are kept rather than freed.
-  void* grow_scratch(Buffer& scratch, size_t bytes, std::string_view user);
-  cuda::QkNormRopeArgs qk_norm_rope_args(const Tensor& qkv, const Tensor& q_norm,
-                                         const Tensor& k_norm, const Tensor& positions,
-                                         const Tensor& cos_sin, float eps,
-                                         const AttentionDims& dims) const;
-  // qk_norm_rope_args() with the store into `cache` at metadata.slot_mapping.
-  cuda::QkNormRopeArgs qk_norm_rope_store_kv_args(const Tensor& qkv, const Tensor& q_norm,
-                                                  const Tensor& k_norm, const Tensor& positions,
-                                                  const Tensor& cos_sin, float eps,
-                                                  const AttentionDims& dims,
-                                                  const LayerKVCache& cache,
-                                                  const AttentionMetadata& metadata) const;
-  // attention(), with `fused` (its qkv null: none) done on the fly (attention_ops.h).
-  void run_attention(const Tensor& qkv, const LayerKVCache& cache,
-                     const AttentionMetadata& metadata, const AttentionDims& dims, float scale,
-                     Tensor out, const cuda::QkNormRopeArgs& fused);
-  void check_copy(const Tensor& tensor, const void* host, std::string_view name) const;
-  // Enqueues a copy of `bytes` and returns its ticket (0 when there is nothing to copy).
-  uint64_t enqueue_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
-                        std::string_view what);
-
-  DType dtype_;
-  int device_ = 0;
-  int num_sms_ = 0;
-  StreamHandle stream_;
-  std::unique_ptr<cuda::CublasLtLinear> linear_;
-  // NANOVLLM_FUSED_DECODE=1: decode batches run the fused kernel (fused_decode.h) where it
-  // serves them. Off by default: it is slower than the separate kernels (docs/BENCHMARKS.md).
-  bool fused_decode_enabled_ = false;
-  bool fused_linears_enabled_ = true;
-  bool fused_mlp_enabled_ = true;
-  Buffer sampling_scratch_;
-  Buffer fused_decode_scratch_;
-  std::vector<Buffer> retired_scratch_;  // outgrown scratch that graphs may still name
-  cuda::StreamTickets tickets_;          // of the copies
-};
+}  // namespace
 
 CudaBackend::CudaBackend(DType dtype) : dtype_(dtype) {
   if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) {
@@ -638,136 +522,6 @@ void CudaBackend::silu_mul(const Tensor& gate_up, Tensor out) {
                  stream());
 }
 
-bool CudaBackend::fuses_linear_neighbours(int64_t rows, int64_t hidden,
-                                          int64_t intermediate) const {
-  // Every CTA of a GEMV converts the whole input itself, so that work grows with the rows: a
-  // win at one row (Qwen3-0.6B's GEMVs 0.66 -> 0.60 ms a step), a loss from two rows on (at 8
-  // rows 1.09 ms against 0.75; docs/BENCHMARKS.md).
-  constexpr int64_t kMaxFusedRows = 1;
-  const bool half = dtype_ == DType::kBF16 || dtype_ == DType::kF16;
-  return fused_linears_enabled_ && half && rows >= 1 && rows <= kMaxFusedRows && hidden % 8 == 0 &&
-         hidden <= cuda::kGemvMaxNormWidth && intermediate % 8 == 0;
-}
-
-// The GEMV operands of out = x @ weight^T, checked as linear checks them; `op` names the
-// caller in errors. x is [M, k], or [M, 2k] for a [gate | up] x.
-cuda::GemvArgs CudaBackend::gemv_args(const char* op, const Tensor& x, int64_t k,
-                                      const Tensor& weight, const Tensor& out) const {
-  check_rows(x, fmt::format("{} x", op), dtype_, {-1, -1});
-  const int64_t m = x.size(0);
-  check_rows(weight, fmt::format("{} weight", op), dtype_, {-1, k});
-  const int64_t n = weight.size(0);
-  check_rows(out, fmt::format("{} out", op), out.dtype(), {m, n});
-  NVLLM_CHECK_MSG(out.data() != x.data() && out.data() != weight.data(),
-                  "{} out must not share storage with its inputs", op);
-  return cuda::GemvArgs{dtype_,
-                        out.dtype(),
-                        x.data(),
-                        x.stride(0),
-                        weight.data(),
-                        weight.stride(0),
-                        out.data(),
-                        out.stride(0),
-                        m,
-                        n,
-                        k};
-}
-
-void CudaBackend::run_gemv(const char* op, const cuda::GemvArgs& args) {
-  NVLLM_CHECK_MSG(cuda::gemv_supported(args),
-                  "{}: {} rows of width {} into {} are not served (fuses_linear_neighbours)", op,
-                  args.m, args.k, args.n);
-  cuda::gemv(args, stream());
-}
-
-int64_t* CudaBackend::pending_sum(const char* op, const Tensor& pending, const cuda::GemvArgs& args,
-                                  int64_t width) const {
-  if (!pending.defined()) return nullptr;
-  check_contiguous(pending, fmt::format("{} pending", op), DType::kI64, {1, width});
-  NVLLM_CHECK_MSG(args.m == 1, "{}: a pending sum goes with one row, not {}", op, args.m);
-  return pending.data_as<int64_t>();
-}
-
-void CudaBackend::rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps,
-                                  const Tensor& weight, Tensor out, Tensor pending) {
-  NVLLM_CHECK_MSG(out.dtype() == dtype_ || out.dtype() == DType::kF32,
-                  "rms_norm_linear out is {}, expected {} or float32", dtype_name(out.dtype()),
-                  dtype_name(dtype_));
-  cuda::GemvArgs args = gemv_args("rms_norm_linear", x, x.size(1), weight, out);
-  check_contiguous(norm_weight, "rms_norm_linear norm_weight", dtype_, {args.k});
-  args.norm_weight = norm_weight.data();
-  args.eps = eps;
-  args.pending = pending_sum("rms_norm_linear", pending, args, args.k);
-  run_gemv("rms_norm_linear", args);
-}
-
-void CudaBackend::linear_add(const Tensor& x, const Tensor& weight, Tensor residual,
-                             Tensor pending) {
-  check_rows(residual, "linear_add residual", dtype_, {-1, -1});
-  cuda::GemvArgs args = gemv_args("linear_add", x, x.size(1), weight, residual);
-  args.residual = residual.data();
-  args.ldr = residual.stride(0);
-  args.pending = pending_sum("linear_add", pending, args, args.n);
-  run_gemv("linear_add", args);
-}
-
-bool CudaBackend::fuses_mlp(int64_t rows, int64_t hidden, int64_t intermediate) const {
-  if (!fused_mlp_enabled_ || !fuses_linear_neighbours(rows, hidden, intermediate)) return false;
-  return cuda::rms_norm_mlp_serves(dtype_, hidden, intermediate, num_sms_);
-}
-
-void CudaBackend::rms_norm_mlp(const Tensor& x, const Tensor& norm_weight, float eps,
-                               const Tensor& gate_up_weight, const Tensor& down_weight,
-                               Tensor pending) {
-  check_rows(x, "rms_norm_mlp x", dtype_, {1, -1});
-  const int64_t hidden = x.size(1);
-  check_contiguous(norm_weight, "rms_norm_mlp norm_weight", dtype_, {hidden});
-  check_rows(gate_up_weight, "rms_norm_mlp gate_up_weight", dtype_, {-1, hidden});
-  const int64_t intermediate = gate_up_weight.size(0) / 2;
-  NVLLM_CHECK_MSG(gate_up_weight.size(0) % 2 == 0,
-                  "rms_norm_mlp gate_up_weight {} has an odd height",
-                  gate_up_weight.shape_string());
-  check_rows(down_weight, "rms_norm_mlp down_weight", dtype_, {hidden, intermediate});
-  check_contiguous(pending, "rms_norm_mlp pending", DType::kI64, {1, hidden});
-  cuda::RmsNormMlpArgs args;
-  args.dtype = dtype_;
-  args.x = x.data();
-  args.norm_weight = norm_weight.data();
-  args.eps = eps;
-  args.gate_up = gate_up_weight.data();
-  args.ld_gate_up = gate_up_weight.stride(0);
-  args.down = down_weight.data();
-  args.ld_down = down_weight.stride(0);
-  args.pending = pending.data_as<int64_t>();
-  args.hidden = hidden;
-  args.intermediate = intermediate;
-  args.num_sms = num_sms_;
-  NVLLM_CHECK_MSG(fuses_mlp(1, hidden, intermediate),
-                  "rms_norm_mlp: hidden {} and intermediate {} are not served (fuses_mlp)", hidden,
-                  intermediate);
-  cuda::rms_norm_mlp(args, stream());
-}
-
-void CudaBackend::fold_pending(Tensor residual, Tensor pending) {
-  check_contiguous(residual, "fold_pending residual", dtype_, {1, -1});
-  check_contiguous(pending, "fold_pending pending", DType::kI64, {1, residual.size(1)});
-  cuda::fold_pending(dtype_, residual.data(), pending.data_as<int64_t>(), residual.size(1),
-                     stream());
-}
-
-void CudaBackend::silu_linear_add(const Tensor& gate_up, const Tensor& weight, Tensor residual) {
-  check_rows(gate_up, "silu_linear_add gate_up", dtype_, {-1, -1});
-  NVLLM_CHECK_MSG(gate_up.size(1) % 2 == 0, "silu_linear_add gate_up {} has an odd width",
-                  gate_up.shape_string());
-  check_rows(residual, "silu_linear_add residual", dtype_, {-1, -1});
-  cuda::GemvArgs args =
-      gemv_args("silu_linear_add", gate_up, gate_up.size(1) / 2, weight, residual);
-  args.silu_gate = true;
-  args.residual = residual.data();
-  args.ldr = residual.stride(0);
-  run_gemv("silu_linear_add", args);
-}
-
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& indices, Tensor out) {
   check_rows(x, "gather_rows x", dtype_, {-1, -1});
   check_contiguous(indices, "gather_rows indices", DType::kI32, {-1});
@@ -846,8 +600,6 @@ void CudaBackend::compute_logprobs(const Tensor& logits, const Tensor& token_ids
   args.top_logprobs = num_top > 0 ? out.top_logprobs.data_as<float>() : nullptr;
   cuda::compute_logprobs(args, stream());
 }
-
-}  // namespace
 
 bool cuda_available() {
   int count = 0;
