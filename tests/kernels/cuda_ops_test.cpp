@@ -73,6 +73,53 @@ TEST_P(CudaOpsTest, UploadDownloadRoundTripAndHostReuse) {
   EXPECT_EQ(back, ints);
 }
 
+// Page-locked host memory: small copies go by a kernel, larger ones by the copy engine
+// (enqueue_copy). Sizes of every alignment class (16, 4 and 2 bytes), at offsets that break the
+// alignment on the host and on the device side, copied up and back down, with the device
+// bytes around each copy left as they were.
+TEST(CudaCopyTest, PinnedCopiesOfEveryAlignmentAndSize) {
+  NVLLM_REQUIRE_CUDA();
+  std::unique_ptr<Backend> gpu = make_cuda_backend(DType::kBF16);
+  constexpr int64_t kMost = 48 * 1024;  // bf16 elements: 96 KB, past the kernel's 64 KB
+  std::vector<uint16_t> up(kMost + 16);
+  std::vector<uint16_t> down(kMost + 16);
+  gpu->pin_host_memory(up.data(), up.size() * sizeof(uint16_t));
+  gpu->pin_host_memory(down.data(), down.size() * sizeof(uint16_t));
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> bits(0, 0xffff);
+  OwnedTensor device(DType::kBF16, {kMost + 16}, Device::kCUDA);
+  const std::vector<uint16_t> sentinel(kMost + 16, 0xabcd);
+  for (const int64_t count :
+       {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{9}, int64_t{1001}, int64_t{8192}, kMost}) {
+    for (const int64_t host_offset : {0, 1, 2, 8}) {
+      for (const int64_t device_offset : {0, 1, 8}) {
+        gpu->upload(device.tensor, sentinel.data());
+        for (uint16_t& v : up) v = static_cast<uint16_t>(bits(rng));
+        const Tensor slice(static_cast<uint16_t*>(device.tensor.data()) + device_offset,
+                           DType::kBF16, {count}, Device::kCUDA);
+        gpu->wait_for(gpu->upload_async(slice, up.data() + host_offset));
+        std::fill(down.begin(), down.end(), uint16_t{0});
+        gpu->wait_for(gpu->download_async(down.data() + host_offset, slice));
+        const std::string where = fmt::format("{} elements, host offset {}, device offset {}",
+                                              count, host_offset, device_offset);
+        EXPECT_TRUE(std::equal(up.begin() + host_offset, up.begin() + host_offset + count,
+                               down.begin() + host_offset))
+            << where;
+        std::vector<uint16_t> whole(kMost + 16);
+        gpu->download(whole.data(), device.tensor);
+        EXPECT_TRUE(std::all_of(whole.begin(), whole.begin() + device_offset, [](uint16_t v) {
+          return v == 0xabcd;
+        })) << where;
+        EXPECT_TRUE(std::all_of(whole.begin() + device_offset + count, whole.end(), [](uint16_t v) {
+          return v == 0xabcd;
+        })) << where;
+      }
+    }
+  }
+  gpu->unpin_host_memory(up.data());
+  gpu->unpin_host_memory(down.data());
+}
+
 TEST_P(CudaOpsTest, MemoryInfoCountsAllocations) {
   const DeviceMemoryInfo before = gpu_->memory_info();
   EXPECT_GT(before.total, 0u);

@@ -19,6 +19,7 @@
 #include "kernels/cuda/fused_decode.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/sampling_ops.h"
+#include "kernels/cuda/small_copy.h"
 #include "kernels/cuda/stream_tickets.h"
 #include "kernels/cuda/tensor_checks.h"
 
@@ -57,6 +58,16 @@ bool is_registered_host_memory(const void* pointer) {
   return attributes.type != cudaMemoryTypeUnregistered;
 }
 
+// The device's address for page-locked host memory at `pointer`; nullptr for any other memory.
+void* host_memory_device_pointer(const void* pointer) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return attributes.type == cudaMemoryTypeHost ? attributes.devicePointer : nullptr;
+}
+
 }  // namespace
 
 CudaBackend::CudaBackend(DType dtype) : dtype_(dtype) {
@@ -87,6 +98,9 @@ CudaBackend::CudaBackend(DType dtype) : dtype_(dtype) {
   // NANOVLLM_FUSED_MLP=0 runs each MLP as two GEMVs instead, likewise.
   const char* fused_mlp = std::getenv("NANOVLLM_FUSED_MLP");
   fused_mlp_enabled_ = fused_mlp == nullptr || std::strcmp(fused_mlp, "0") != 0;
+  // NANOVLLM_KERNEL_COPIES=0 sends every copy through the copy engine, likewise.
+  const char* kernel_copies = std::getenv("NANOVLLM_KERNEL_COPIES");
+  kernel_copies_enabled_ = kernel_copies == nullptr || std::strcmp(kernel_copies, "0") != 0;
 }
 
 CudaBackend::~CudaBackend() {
@@ -151,11 +165,21 @@ uint64_t CudaBackend::download_async(void* host_dst, const Tensor& src) {
   return enqueue_copy(host_dst, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, "download");
 }
 
+// A few bytes to or from page-locked memory (a step's inputs, its sampled tokens) go by a kernel
+// (small_copy.h); anything else by the copy engine.
 uint64_t CudaBackend::enqueue_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                                    std::string_view what) {
   if (bytes == 0) return 0;
   check_not_capturing(what);
-  NVLLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream()));
+  const bool up = kind == cudaMemcpyHostToDevice;
+  void* mapped = kernel_copies_enabled_ && bytes <= cuda::kSmallCopyMaxBytes
+                     ? host_memory_device_pointer(up ? src : dst)
+                     : nullptr;
+  if (mapped != nullptr) {
+    cuda::small_copy(up ? dst : mapped, up ? mapped : src, bytes, stream());
+  } else {
+    NVLLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream()));
+  }
   return tickets_.record(stream());
 }
 
@@ -165,7 +189,8 @@ void CudaBackend::wait_for(uint64_t ticket) {
 
 void CudaBackend::pin_host_memory(void* host, size_t bytes) {
   if (bytes == 0) return;
-  NVLLM_CUDA_CHECK(cudaHostRegister(host, bytes, cudaHostRegisterDefault));
+  // Mapped, so that small copies can be made by a kernel (enqueue_copy).
+  NVLLM_CUDA_CHECK(cudaHostRegister(host, bytes, cudaHostRegisterMapped));
 }
 
 void CudaBackend::unpin_host_memory(void* host) {

@@ -132,6 +132,7 @@ class CudaBackend final : public Backend {
   bool fused_decode_enabled_ = false;
   bool fused_linears_enabled_ = true;
   bool fused_mlp_enabled_ = true;
+  bool kernel_copies_enabled_ = true;
   Buffer sampling_scratch_;
   Buffer fused_decode_scratch_;
   std::vector<Buffer> retired_scratch_;  // outgrown scratch that graphs may still name
