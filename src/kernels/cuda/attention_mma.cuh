@@ -75,6 +75,15 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* global, bool
                "l"(global), "r"(src_bytes)
                : "memory");
 }
+// The same with an L2 eviction policy (l2_hints.cuh) for the line.
+__device__ __forceinline__ void cp_async_16(void* smem, const void* global, bool valid,
+                                            uint64_t l2_policy) {
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(
+                   smem_address(smem)),
+               "l"(global), "r"(src_bytes), "l"(l2_policy)
+               : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }

@@ -18,6 +18,7 @@
 #include "kernels/cuda/attention_mma.cuh"
 #include "kernels/cuda/elementwise_math.cuh"
 #include "kernels/cuda/fixed_point.cuh"
+#include "kernels/cuda/l2_hints.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace nanovllm::cuda {
@@ -71,18 +72,20 @@ __global__ void __launch_bounds__(kThreads) rms_norm_mlp_kernel(const MlpParams<
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
 
-  // Weights only until the wait: gate rows [0, count), up rows [count, 2 count).
+  // Weights only until the wait: gate rows [0, count), up rows [count, 2 count). They are
+  // streamed once a step, so they leave L2 first (l2_hints.cuh).
   allow_next_kernel_launch();
+  const uint64_t weight_policy = l2_evict_first_policy();
   for (int i = threadIdx.x; i < 2 * count * kRowVectors; i += kThreads) {
     const int r = i / kRowVectors;
     const int64_t row = r < count ? first + r : p.intermediate + first + (r - count);
     cp_async_16(gate_up + i, p.gate_up + row * p.ld_gate_up + (i % kRowVectors) * kElemsPerVector,
-                true);
+                true, weight_policy);
   }
   for (int i = threadIdx.x; i < kHidden * kSliceVectors; i += kThreads) {
     const int v = i % kSliceVectors;  // past count: zeros, against SiLU * up's zeros
     cp_async_16(down + i, p.down + (i / kSliceVectors) * p.ld_down + first + v * kElemsPerVector,
-                v * kElemsPerVector < count);
+                v * kElemsPerVector < count, weight_policy);
   }
   cp_async_commit();
   uint4 scale[kRows];

@@ -24,6 +24,7 @@
 
 #include "kernels/cuda/elementwise_math.cuh"
 #include "kernels/cuda/fixed_point.cuh"
+#include "kernels/cuda/l2_hints.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma_top_rows.cuh"
 #include "kernels/cuda/vec.cuh"
@@ -41,13 +42,16 @@ constexpr int kStepVectors = kLanesPerRow * kVectorsPerStep;  // of one row, per
 static_assert(kGemvMaxRows == kTileRows, "lane group g serves x row g as well as tile row g");
 
 // Copies 16 bytes global -> shared; with `valid` false nothing is read and the destination is
-// zero-filled. The weight is read once: it bypasses L1 and comes from DRAM in 256-byte pieces
-// (a warp reads 512 contiguous bytes of a row per step). Every CTA reads all of x: it stays in
-// L1 for the other CTAs on the SM.
-__device__ __forceinline__ void copy_weight_async(void* smem, const void* global, bool valid) {
+// zero-filled. The weight is read once: it bypasses L1, comes from DRAM in 256-byte pieces (a
+// warp reads 512 contiguous bytes of a row per step) and leaves L2 first (`policy`:
+// l2_evict_first_policy()). Every CTA reads all of x: it stays in L1 for the other CTAs on
+// the SM.
+__device__ __forceinline__ void copy_weight_async(void* smem, const void* global, bool valid,
+                                                  uint64_t policy) {
   const auto smem_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_address),
-               "l"(global), "r"(valid ? 16 : 0)
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;\n" ::"r"(
+                   smem_address),
+               "l"(global), "r"(valid ? 16 : 0), "l"(policy)
                : "memory");
 }
 __device__ __forceinline__ void copy_x_async(void* smem, const void* global, bool valid) {
@@ -188,17 +192,33 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
   // c[0..1]: out (x row g, tile rows 2t and 2t + 1); c[2..3] stay zero (A rows 8..15).
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   // A step covers vectors [first, first + kStepVectors) of the rows: lane t takes t, t + 4, ...
+  const uint64_t weight_policy = l2_evict_first_policy();
   const auto copy_weight_step = [&](int64_t first) {
 #pragma unroll
     for (int i = 0; i < kVectorsPerStep; ++i) {
       const int64_t v = first + i * kLanesPerRow + t;
       const bool valid = weight_row_valid && v < vectors;
       copy_weight_async(staged_weight + i * 32, weight_row + (valid ? v * kElemsPerVector : 0),
-                        valid);
+                        valid, weight_policy);
+    }
+  };
+  // The step's x vectors (and up vectors with kSiluGate).
+  const auto copy_x_step = [&](int64_t first) {
+#pragma unroll
+    for (int i = 0; i < kVectorsPerStep; ++i) {
+      const int64_t v = first + i * kLanesPerRow + t;
+      const bool valid = x_row_valid && v < vectors;
+      const int64_t offset = valid ? v * kElemsPerVector : 0;
+      copy_x_async(staged_x + i * 32, x_row + offset, valid);
+      if constexpr (kInput == Input::kSiluGate) {
+        copy_x_async(staged_up + i * 32, x_row + p.k + offset, valid);
+      }
     }
   };
   // The weight and norm_weight are no earlier kernel's output: the first step's copies go out
   // while the kernel before this one finishes (launch.cuh); x, residual and out wait for it.
+  // Right after the wait x's copies go out first, so that their round trip overlaps the reads
+  // of the pending sum and the residual rather than following them.
   const int64_t first_step = static_cast<int64_t>(warp) * kStepVectors;
   allow_next_kernel_launch();
   copy_weight_step(first_step);
@@ -207,6 +227,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
     copy_x_async(staged_norm, p.norm_weight + (v < vectors ? v * kElemsPerVector : 0), v < vectors);
   }
   wait_for_prior_kernels();
+  copy_x_step(first_step);
   if constexpr (kInput == Input::kRmsNorm) {  // pending_in
     const int64_t v = first_step + lane;
     if (p.pending != nullptr && v < vectors) {
@@ -240,16 +261,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
   }
   for (int64_t first = first_step; first < vectors;
        first += static_cast<int64_t>(warps) * kStepVectors) {
-    if (first != first_step) copy_weight_step(first);
-#pragma unroll
-    for (int i = 0; i < kVectorsPerStep; ++i) {
-      const int64_t v = first + i * kLanesPerRow + t;
-      const bool valid = x_row_valid && v < vectors;
-      const int64_t offset = valid ? v * kElemsPerVector : 0;
-      copy_x_async(staged_x + i * 32, x_row + offset, valid);
-      if constexpr (kInput == Input::kSiluGate) {
-        copy_x_async(staged_up + i * 32, x_row + p.k + offset, valid);
-      }
+    if (first != first_step) {
+      copy_weight_step(first);
+      copy_x_step(first);
     }
     wait_copies();
     if constexpr (kInput != Input::kX) transform_input(staged_x_warp, staged_up_warp);
