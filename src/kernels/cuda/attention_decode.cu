@@ -49,6 +49,9 @@ struct DecodeLayout {
   static constexpr int kStageElems = 2 * kChunkElems;    // K, then V
   static constexpr int kWarpElems = kStages * kStageElems;
   static constexpr int kQElems = 16 * kRow;
+  // This step's k (normed, rotated) and v head, made by one warp for the warp whose chunk
+  // holds that key: [K, V][kHeadDim].
+  static constexpr int kNewKeyElems = 2 * kHeadDim;
   // After the loop the ring is reused for the cross-warp merge: per warp and row (of 8) the
   // unnormalized output [kHeadDim], then the row maxima and sums.
   static constexpr int kMergeFloats = kDecodeWarps * kMaxGroup * (kHeadDim + 2);
@@ -59,7 +62,7 @@ struct DecodeLayout {
 
   template <typename T>
   static constexpr size_t ring_bytes() {
-    return static_cast<size_t>(kQElems + kDecodeWarps * kWarpElems) * sizeof(T);
+    return static_cast<size_t>(kQElems + kNewKeyElems + kDecodeWarps * kWarpElems) * sizeof(T);
   }
   template <typename T>
   static constexpr size_t smem_bytes() {
@@ -78,8 +81,9 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
       Layout::kMergeFloats * sizeof(float) <= kDecodeWarps * Layout::kWarpElems * sizeof(T),
       "the merge area must fit in the pipeline ring");
   extern __shared__ __align__(128) unsigned char smem[];
-  T* sq = reinterpret_cast<T*>(smem);  // [16][kRow]
-  T* ring = sq + Layout::kQElems;      // [kDecodeWarps][kStages][K, V][16][kRow]
+  T* sq = reinterpret_cast<T*>(smem);        // [16][kRow]
+  T* new_key = sq + Layout::kQElems;         // [K, V][kHeadDim]
+  T* ring = new_key + Layout::kNewKeyElems;  // [kDecodeWarps][kStages][K, V][16][kRow]
   float* split_out = reinterpret_cast<float*>(smem + Layout::template ring_bytes<T>());
   float2* split_stats = reinterpret_cast<float2*>(split_out + kMaxGroup * kHeadDim);
 
@@ -133,37 +137,58 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   int first_blocks[Layout::kStages];
 #pragma unroll
   for (int i = 0; i < Layout::kStages; ++i) first_blocks[i] = block_of(i);
-  // One commit group per chunk slot, empty past the end, so wait_group counts stay exact. The
-  // chunks before this step's keys go out first (positions rise with i), the rest after the
-  // wait, except with the fused q/k norm at one query row: this kernel makes that row's key
-  // itself and patches it into the staged chunk, so every chunk may go out first.
+  // One commit group per chunk slot, empty past the end, so wait_group counts stay exact: the
+  // ring's first kStages chunks, then one chunk each iteration. The chunks before this step's
+  // keys go out first (positions rise with i), the rest after the wait, except with the fused
+  // q/k norm at one query row: this kernel makes that row's key itself and patches it into the
+  // staged chunk, so every chunk may go out first.
   const bool new_key_made_here = fuse_qk_norm && q_len == 1;
   const auto before_new_keys = [&](int i) {
     return new_key_made_here || first_key(i) + kChunkKeys <= context - q_len;
   };
   int issued = 0;  // slots committed before the wait
 #pragma unroll
-  for (int i = 0; i < Layout::kStages - 1; ++i) {
+  for (int i = 0; i < Layout::kStages; ++i) {
     if (issued == i && i < my_chunks && before_new_keys(i)) {
       load(i, first_blocks[i]);
       cp_async_commit();
       issued = i + 1;
     }
   }
+  int next_block = block_of(Layout::kStages);
+
+  // The fused q/k norm's weights and rotary factors are constants and metadata: read before
+  // the wait too, so that after it only the raw heads are read.
+  constexpr int kPairs = kHeadDim / 64;  // rotation pairs per lane
+  const bool position_valid = position >= 0 && position < fused.max_positions;
+  const float* cos =
+      fused.cos_sin + (fuse_qk_norm && position_valid ? int64_t{position} * kHeadDim : 0);
+  // Fused, this step's key is made in the split whose chunks hold it, by the first warp
+  // without a query head, so that it works beside the warps normalizing those. Without a slot
+  // to store it to, the cache is read as it is, as it would be after qk_norm_rope skipped the
+  // store.
+  const int new_chunk = (context - 1) / kChunkKeys;
+  const bool new_key_here = fuse_qk_norm && context > 0 && new_key_slot >= 0 &&
+                            new_key_slot < fused.num_slots && new_chunk >= chunk_begin &&
+                            new_chunk < chunk_end;
+  const bool makes_new_key = new_key_here && warp == group % kDecodeWarps;
+  HeadNormRopeFactors<kHeadDim> q_factors, k_factors;
+  if (fuse_qk_norm) {
+    if (warp < group) q_factors.load(static_cast<const T*>(fused.q_norm), cos, lane);
+    if (makes_new_key) k_factors.load(static_cast<const T*>(fused.k_norm), cos, lane);
+  }
   wait_for_prior_kernels();
 #pragma unroll
-  for (int i = 0; i < Layout::kStages - 1; ++i) {
+  for (int i = 0; i < Layout::kStages; ++i) {
     if (i < issued) continue;
     if (i < my_chunks) load(i, first_blocks[i]);
     cp_async_commit();
   }
-  int next_block = first_blocks[Layout::kStages - 1];
 
   // q tile, while the first chunks are in flight: row g < group is query head
   // kv_head * group + g of the row; the rest are zero.
   constexpr int kPieces = kHeadDim / 8;
   constexpr int kHalf = kHeadDim / 2;
-  constexpr int kPairs = kHeadDim / 64;  // rotation pairs per lane
   const T* qkv_row =
       static_cast<const T*>(args.qkv) + static_cast<int64_t>(q_row) * args.qkv_row_stride;
   const T* q_src = qkv_row + static_cast<int64_t>(kv_head) * group * kHeadDim;
@@ -178,14 +203,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     if (r < copied_rows) value = *reinterpret_cast<const uint4*>(q_src + r * kHeadDim + piece * 8);
     *reinterpret_cast<uint4*>(sq + r * Layout::kRow + piece * 8) = value;
   }
-  const bool position_valid = position >= 0 && position < fused.max_positions;
-  const float* cos =
-      fused.cos_sin + (fuse_qk_norm && position_valid ? int64_t{position} * kHeadDim : 0);
   if (fuse_qk_norm) {
     for (int r = warp; r < group; r += kDecodeWarps) {
       T first[kPairs], second[kPairs];
-      normalize_rotate_head<T, kHeadDim>(q_src + r * kHeadDim, static_cast<const T*>(fused.q_norm),
-                                         cos, position_valid, fused.eps, lane, first, second);
+      normalize_rotate_head<T, kHeadDim>(q_src + r * kHeadDim, q_factors, position_valid, fused.eps,
+                                         lane, first, second);
 #pragma unroll
       for (int p = 0; p < kPairs; ++p) {
         sq[r * Layout::kRow + lane + 32 * p] = first[p];
@@ -194,43 +216,36 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     }
   }
 
-  // Fused: the warp whose chunks hold this step's key (position context - 1) makes it from
-  // the raw k head, stores it and the v head to the cache, and writes both into that chunk's
-  // staged copy once it lands (the copy may predate the store). Without a slot to store to,
-  // the cache is read as it is, as it would be after qk_norm_rope skipped the store.
-  int new_key_iteration = -1;                           // of this warp's loop; -1: not this warp's
-  T new_k[2][kPairs], new_v[2][kPairs];                 // [first, second of each pair][pair]
-  const auto write_new_key = [&](T* k_dst, T* v_dst) {  // [kHeadDim] each
+  // This step's key (position context - 1) is made from the raw k head and stored with the v
+  // head to the cache and to new_key, from which the warp whose chunk holds it patches it into
+  // its staged copy once that lands (the copy may predate the store).
+  if (makes_new_key) {
+    const T* k_src = qkv_row + static_cast<int64_t>(args.num_heads + kv_head) * kHeadDim;
+    const T* v_src =
+        qkv_row + static_cast<int64_t>(args.num_heads + args.num_kv_heads + kv_head) * kHeadDim;
+    T k_first[kPairs], k_second[kPairs];
+    normalize_rotate_head<T, kHeadDim>(k_src, k_factors, position_valid, fused.eps, lane, k_first,
+                                       k_second);
+    const int64_t offset =
+        (static_cast<int64_t>(new_key_slot) * args.num_kv_heads + kv_head) * kHeadDim;
+    T* k_cache = static_cast<T*>(fused.k_cache) + offset;
+    T* v_cache = static_cast<T*>(fused.v_cache) + offset;
 #pragma unroll
     for (int p = 0; p < kPairs; ++p) {
-      k_dst[lane + 32 * p] = new_k[0][p];
-      k_dst[lane + 32 * p + kHalf] = new_k[1][p];
-      v_dst[lane + 32 * p] = new_v[0][p];
-      v_dst[lane + 32 * p + kHalf] = new_v[1][p];
-    }
-  };
-  const int new_key_row = (context - 1) % kChunkKeys;
-  if (fuse_qk_norm && context > 0 && new_key_slot >= 0 && new_key_slot < fused.num_slots) {
-    const int new_chunk = (context - 1) / kChunkKeys;
-    if (new_chunk >= chunk_begin && new_chunk < chunk_end &&
-        (new_chunk - chunk_begin) % kDecodeWarps == warp) {
-      new_key_iteration = (new_chunk - chunk_begin) / kDecodeWarps;
-      const T* k_src = qkv_row + static_cast<int64_t>(args.num_heads + kv_head) * kHeadDim;
-      const T* v_src =
-          qkv_row + static_cast<int64_t>(args.num_heads + args.num_kv_heads + kv_head) * kHeadDim;
-      normalize_rotate_head<T, kHeadDim>(k_src, static_cast<const T*>(fused.k_norm), cos,
-                                         position_valid, fused.eps, lane, new_k[0], new_k[1]);
-#pragma unroll
-      for (int p = 0; p < kPairs; ++p) {
-        new_v[0][p] = v_src[lane + 32 * p];
-        new_v[1][p] = v_src[lane + 32 * p + kHalf];
-      }
-      const int64_t offset =
-          (static_cast<int64_t>(new_key_slot) * args.num_kv_heads + kv_head) * kHeadDim;
-      write_new_key(static_cast<T*>(fused.k_cache) + offset,
-                    static_cast<T*>(fused.v_cache) + offset);
+      const int i = lane + 32 * p;
+      const T v_first = v_src[i];
+      const T v_second = v_src[i + kHalf];
+      k_cache[i] = new_key[i] = k_first[p];
+      k_cache[i + kHalf] = new_key[i + kHalf] = k_second[p];
+      v_cache[i] = new_key[kHeadDim + i] = v_first;
+      v_cache[i + kHalf] = new_key[kHeadDim + i + kHalf] = v_second;
     }
   }
+  // The iteration of this warp's loop whose chunk holds this step's key; -1: none does.
+  const int new_key_iteration = new_key_here && (new_chunk - chunk_begin) % kDecodeWarps == warp
+                                    ? (new_chunk - chunk_begin) / kDecodeWarps
+                                    : -1;
+  const int new_key_row = (context - 1) % kChunkKeys;
   __syncthreads();
   uint32_t qa[kHeadDim / 16][4];
   load_q_fragments<T, kHeadDim>(qa, sq, lane);
@@ -245,19 +260,22 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   const float scale_log2 = args.scale * kLog2e;
 
   for (int i = 0; i < my_chunks; ++i) {
-    cp_async_wait<Layout::kStages - 2>();  // chunk i has landed (this lane's copies)
-    __syncwarp();  // ... and every lane's; every lane is also done reading chunk i - 1's slot
+    cp_async_wait<Layout::kStages - 1>();  // chunk i has landed (this lane's copies)
+    __syncwarp();                          // ... and every lane's
+    T* sk = my_ring + (i % Layout::kStages) * Layout::kStageElems;
     if (i == new_key_iteration) {
-      T* k_row = my_ring + (i % Layout::kStages) * Layout::kStageElems + new_key_row * Layout::kRow;
-      write_new_key(k_row, k_row + Layout::kChunkElems);
+      T* k_row = sk + new_key_row * Layout::kRow;
+#pragma unroll
+      for (int p = 0; p < kPairs; ++p) {
+        const int d = lane + 32 * p;
+        k_row[d] = new_key[d];
+        k_row[d + kHalf] = new_key[d + kHalf];
+        k_row[Layout::kChunkElems + d] = new_key[kHeadDim + d];
+        k_row[Layout::kChunkElems + d + kHalf] = new_key[kHeadDim + d + kHalf];
+      }
       __syncwarp();
     }
-    const int block = next_block;
-    next_block = block_of(i + Layout::kStages);
-    if (i + Layout::kStages - 1 < my_chunks) load(i + Layout::kStages - 1, block);
-    cp_async_commit();
 
-    const T* sk = my_ring + (i % Layout::kStages) * Layout::kStageElems;
     float s[2][4] = {};
     qk_chunk<T, kHeadDim>(s, qa, sk, lane);
 
@@ -284,6 +302,13 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     }
     const uint32_t pa[4] = {MmaType<T>::pack(p[0], p[1]), 0u, MmaType<T>::pack(p[2], p[3]), 0u};
     pv_chunk<T, kHeadDim>(o, pa, sk + Layout::kChunkElems, lane);
+
+    // Every lane is done with chunk i's slot: chunk i + kStages takes it.
+    __syncwarp();
+    const int block = next_block;
+    next_block = block_of(i + Layout::kStages + 1);
+    if (i + Layout::kStages < my_chunks) load(i + Layout::kStages, block);
+    cp_async_commit();
   }
   cp_async_wait<0>();
   row_sum = quad_sum(row_sum);
