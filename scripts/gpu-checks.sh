@@ -4,12 +4,13 @@
 # $OUT is set they are also packed into $OUT/gpu-checks-logs.tar.gz with the table in
 # $OUT/gpu-checks.txt.
 #   usage: scripts/gpu-checks.sh [SECTION...]
-#   sections: ops golden sanitizer hf attention bench serve peer (default: all, in that order)
+#   sections: ops golden sanitizer hf attention bench timeline serve peer (default: all, in
+#   that order)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG_DIR=${LOG_DIR:-/tmp/gpu-checks}
 mkdir -p "$LOG_DIR"
-sections=${*:-ops golden sanitizer hf attention bench serve peer}
+sections=${*:-ops golden sanitizer hf attention bench timeline serve peer}
 bin=$PWD/.gpu/bin
 if [ ! -d "$bin" ] && [ -f .gpu/bundle.tar.xz ]; then tar -C .gpu -xJf .gpu/bundle.tar.xz; fi
 export LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -41,7 +42,7 @@ if has golden; then
     "$bin/engine_golden_test" --gtest_brief=1
   check golden_f32_graphs env NANOVLLM_TEST_DEVICE=cuda "$bin/engine_golden_test" --gtest_brief=1
 fi
-if has sanitizer || has hf || has bench || has serve || has peer; then
+if has sanitizer || has hf || has bench || has timeline || has serve || has peer; then
   python3 .gpu/peer/make_qwen3_checkpoint.py "$model" "$PWD/tests/data/qwen3-tokenizer" \
     >"$LOG_DIR/checkpoint.log" 2>&1 || { echo "making $model failed"; cat "$LOG_DIR/checkpoint.log"; }
 fi
@@ -92,6 +93,17 @@ if has bench; then
     while read -r line; do record "  nanovllm $log" "$line"; done \
       < <(grep -E '^(Total|batch-1|start-up)' "$LOG_DIR/$log.log")
   done
+fi
+if has timeline; then
+  # The batch-1 bench under the timeline build: where the last decode steps' time goes between
+  # kernels (tools/timeline_summary.py). The file goes to $OUT too.
+  check timeline_batch1 env NANOVLLM_TIMELINE_OUT="$LOG_DIR/timeline_batch1.bin" \
+    "$bin/nanovllm_timeline" bench --model "$model" --batch-1
+  check timeline_summary python3 tools/timeline_summary.py "$LOG_DIR/timeline_batch1.bin"
+  cat "$LOG_DIR/timeline_summary.log"
+  if [ -n "${OUT:-}" ] && [ -f "$LOG_DIR/timeline_batch1.bin" ]; then
+    cp "$LOG_DIR/timeline_batch1.bin" "$OUT/"
+  fi
 fi
 if has serve; then
   # `nanovllm serve` under guidellm (scripts/serve-bench.sh) at SERVE_RATES requests/s for

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the GPU binaries here and gathers what scripts/gpu-checks.sh needs on a GPU machine
 # that has the CUDA driver and toolkit libraries but none of this project's build dependencies:
-# .gpu/bin (the binaries), .gpu/lib (their non-system shared libraries), .gpu/peer (a copy of
+# .gpu/bin (the binaries, with nanovllm_timeline: nanovllm built with -DNANOVLLM_TIMELINE=ON),
+# .gpu/lib (their non-system shared libraries), .gpu/peer (a copy of
 # nano-vllm, to benchmark it in the same run) and .gpu/whl (guidellm's wheels for the serving
 # benchmark, tools/requirements-bench-gpu.txt); and .gpu/bundle.tar.xz, bin and lib
 # compressed to a fraction of their size, which scripts/gpu-checks.sh unpacks where .gpu/bin is
@@ -15,11 +16,16 @@ targets="nanovllm cuda_kernels_test engine_golden_test attention_bench decode_op
   launch_chain_bench"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target $targets
+TIMELINE_BUILD_DIR=${TIMELINE_BUILD_DIR:-$BUILD_DIR-timeline}
+cmake -S . -B "$TIMELINE_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DNANOVLLM_TIMELINE=ON \
+  -DNANOVLLM_TESTS=OFF -DPython3_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
+cmake --build "$TIMELINE_BUILD_DIR" -j "${JOBS:-$(nproc)}" --target nanovllm
 rm -rf .gpu/bin .gpu/lib .gpu/peer && mkdir -p .gpu/bin .gpu/lib
 cp "$BUILD_DIR/apps/nanovllm" "$BUILD_DIR/tests/kernels/cuda_kernels_test" \
   "$BUILD_DIR/tests/e2e/engine_golden_test" "$BUILD_DIR/tests/kernels/attention_bench" \
   "$BUILD_DIR/tests/kernels/decode_ops_bench" "$BUILD_DIR/tests/kernels/fused_decode_bench" \
   "$BUILD_DIR/tests/kernels/launch_chain_bench" .gpu/bin/
+cp "$TIMELINE_BUILD_DIR/apps/nanovllm" .gpu/bin/nanovllm_timeline
 strip --strip-debug .gpu/bin/*
 # Shared libraries from this machine's packages (fmt, PCRE2, utf8proc, xxhash, ...), not the
 # C/C++ runtime or CUDA, which the GPU machine has.

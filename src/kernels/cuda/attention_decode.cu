@@ -75,6 +75,7 @@ struct DecodeLayout {
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     attention_decode_kernel(const PagedAttentionArgs args, const int num_splits) {
+  NVLLM_TIMELINE_SCOPE();
   allow_next_kernel_launch();
   using Layout = DecodeLayout<kHeadDim>;
   static_assert(
@@ -246,6 +247,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
                                     ? (new_chunk - chunk_begin) / kDecodeWarps
                                     : -1;
   const int new_key_row = (context - 1) % kChunkKeys;
+  NVLLM_TIMELINE_MARK(0);  // q (and this step's k) normalized and rotated
   __syncthreads();
   uint32_t qa[kHeadDim / 16][4];
   load_q_fragments<T, kHeadDim>(qa, sq, lane);
@@ -312,6 +314,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   }
   cp_async_wait<0>();
   row_sum = quad_sum(row_sum);
+  NVLLM_TIMELINE_MARK(1);  // this warp's chunks done
 
   // Merge the 4 warps' partial softmaxes (rows 0..7) through shared memory.
   __syncthreads();                                    // every warp is done with its ring
@@ -366,6 +369,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   namespace cg = cooperative_groups;
   const cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();
+  NVLLM_TIMELINE_MARK(2);  // every split's partials written
   const int outputs = group * kHeadDim;
   const int per_cta = (outputs + num_splits - 1) / num_splits;
   const int end = min(outputs, (split + 1) * per_cta);
@@ -392,6 +396,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
              static_cast<int64_t>(kv_head * group + g) * kHeadDim;
     out[e % kHeadDim] = MmaType<T>::from_float(sum > 0.0f ? acc / sum : 0.0f);
   }
+  NVLLM_TIMELINE_MARK(3);  // this split's share merged
   cluster.sync();
 }
 

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "kernels/cuda/small_copy.h"
 #include "kernels/cuda/stream_tickets.h"
 #include "kernels/cuda/tensor_checks.h"
+#include "kernels/cuda/timeline.h"
 
 namespace nanovllm {
 
@@ -101,11 +103,27 @@ CudaBackend::CudaBackend(DType dtype) : dtype_(dtype) {
   // NANOVLLM_KERNEL_COPIES=0 sends every copy through the copy engine, likewise.
   const char* kernel_copies = std::getenv("NANOVLLM_KERNEL_COPIES");
   kernel_copies_enabled_ = kernel_copies == nullptr || std::strcmp(kernel_copies, "0") != 0;
+#ifdef NANOVLLM_TIMELINE
+  // Enough records for the last ~9 decode steps of Qwen3-0.6B at one row (~210 CTAs an SM).
+  if (const char* path = std::getenv("NANOVLLM_TIMELINE_OUT")) {
+    timeline_path_ = path;
+    cuda::timeline::start(2048);
+  }
+#endif
 }
 
 CudaBackend::~CudaBackend() {
   // Queued work may still use the scratch buffers and the GEMM workspace freed below.
   if (cudaStreamSynchronize(stream()) != cudaSuccess) (void)cudaGetLastError();
+#ifdef NANOVLLM_TIMELINE
+  if (!timeline_path_.empty()) {
+    try {
+      cuda::timeline::dump(timeline_path_);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "timeline: %s\n", e.what());
+    }
+  }
+#endif
 }
 
 bool CudaBackend::capturing() const {

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -137,6 +138,9 @@ class CudaBackend final : public Backend {
   Buffer fused_decode_scratch_;
   std::vector<Buffer> retired_scratch_;  // outgrown scratch that graphs may still name
   cuda::StreamTickets tickets_;          // of the copies
+#ifdef NANOVLLM_TIMELINE
+  std::string timeline_path_;  // NANOVLLM_TIMELINE_OUT: where the destructor writes the timeline
+#endif
 };
 
 }  // namespace nanovllm

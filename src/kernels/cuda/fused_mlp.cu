@@ -60,6 +60,7 @@ size_t smem_bytes(int64_t hidden) {
 // t, t + kThreads, ..., kRows of them.
 template <typename T, int kRows>
 __global__ void __launch_bounds__(kThreads) rms_norm_mlp_kernel(const MlpParams<T> p) {
+  NVLLM_TIMELINE_SCOPE();
   constexpr int kHidden = kThreads * kRows;
   constexpr int kRowVectors = kHidden / kElemsPerVector;  // of x and of a gate/up row
   extern __shared__ uint4 smem[];
@@ -119,8 +120,10 @@ __global__ void __launch_bounds__(kThreads) rms_norm_mlp_kernel(const MlpParams<
     }
   }
 
+  NVLLM_TIMELINE_MARK(0);  // x normalized
   cp_async_wait<0>();
   __syncthreads();  // every thread's weight copies have landed
+  NVLLM_TIMELINE_MARK(1);
   // Warp w takes gate/up rows w, w + kWarps, ...; each sum is rounded as linear rounds gate_up.
   for (int r = warp; r < 2 * count; r += kWarps) {
     const uint4* row = gate_up + r * kRowVectors;
@@ -143,6 +146,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_mlp_kernel(const MlpParams<
             : 0.0f;
   }
   __syncthreads();
+  NVLLM_TIMELINE_MARK(2);  // SiLU * up of the CTA's columns
   float a[kSliceVectors][kElemsPerVector];
 #pragma unroll
   for (int v = 0; v < kSliceVectors; ++v) {
@@ -198,6 +202,7 @@ void launch_for_width(const RmsNormMlpArgs& args, cudaStream_t stream) {
 
 template <typename T>
 __global__ void fold_pending_kernel(T* residual, int64_t* pending, int width) {
+  NVLLM_TIMELINE_SCOPE();
   start_after_prior_kernels();
   for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < width;
        i += static_cast<int>(gridDim.x * blockDim.x)) {

@@ -11,6 +11,7 @@ template <typename T, int kWidth>
 __global__ void gather_rows_kernel(const T* x, int64_t x_stride, int64_t x_rows,
                                    const int32_t* indices, int64_t width, T* out,
                                    int64_t out_stride) {
+  NVLLM_TIMELINE_SCOPE();
   start_after_prior_kernels();
   const int64_t row = blockIdx.x;
   const int32_t index = indices[row];

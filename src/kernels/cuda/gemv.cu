@@ -104,6 +104,7 @@ struct GemvParams {
 // of k in one step with kRmsNorm); dynamic shared memory: warps * kWarpSmemBytes<kInput>.
 template <typename T, typename OutT, Input kInput, bool kAddResidual>
 __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T, OutT> p) {
+  NVLLM_TIMELINE_SCOPE();
   constexpr int kVectors = kWarpVectors<kInput>;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
@@ -266,7 +267,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
       copy_x_step(first);
     }
     wait_copies();
+    NVLLM_TIMELINE_MARK(0);  // (the last step's) weight and x landed
     if constexpr (kInput != Input::kX) transform_input(staged_x_warp, staged_up_warp);
+    NVLLM_TIMELINE_MARK(1);
 #pragma unroll
     for (int i = 0; i < kVectorsPerStep; ++i) {
       const uint4 a = staged_x[i * 32];
@@ -276,6 +279,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
     }
   }
 
+  NVLLM_TIMELINE_MARK(2);  // MMAs done
   *reinterpret_cast<float2*>(&partial[warp][g][2 * t]) = make_float2(c[0], c[1]);
   __syncthreads();
   // A block may have a single warp (short k): it then sums two entries per thread.

@@ -61,12 +61,19 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem
 }
 
 #ifdef __CUDACC__
+}  // namespace nanovllm::cuda
+
+#include "kernels/cuda/timeline.cuh"
+
+namespace nanovllm::cuda {
+
 // Blocks until the kernel before this one in the stream has finished and its writes are
 // visible (at once when it was launched without the early start).
 __device__ __forceinline__ void wait_for_prior_kernels() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
+  NVLLM_TIMELINE_WAITED();
 }
 
 // Lets the next kernel launch once every CTA of this one has called this (or exited). Called

@@ -17,6 +17,7 @@ namespace {
 constexpr float kGreedyTemperature = SamplingParams::kGreedyTemperature;
 
 __global__ void __launch_bounds__(select::kSelectThreads, 2) sample_kernel(SamplingArgs args) {
+  NVLLM_TIMELINE_SCOPE();
   start_after_prior_kernels();
   __shared__ select::SelectShared sh;
   const int64_t r = blockIdx.x;

@@ -67,6 +67,7 @@ __device__ __forceinline__ unsigned long long warp_max_of(const unsigned long lo
 
 __global__ void __launch_bounds__(select::kSelectThreads)
     chunk_max_kernel(SamplingArgs args, ChunkLayout layout) {
+  NVLLM_TIMELINE_SCOPE();
   start_after_prior_kernels();
   __shared__ unsigned long long scratch[select::kSelectWarps];
   const int chunk = static_cast<int>(blockIdx.x);
@@ -84,6 +85,7 @@ __global__ void __launch_bounds__(select::kSelectThreads)
 
 __global__ void __launch_bounds__(select::kSelectThreads, kCtasPerSm)
     chunk_draw_kernel(SamplingArgs args, ChunkLayout layout) {
+  NVLLM_TIMELINE_SCOPE();
   start_after_prior_kernels();
   __shared__ select::SelectShared sh;
   __shared__ int last_chunk;

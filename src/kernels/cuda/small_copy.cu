@@ -13,6 +13,7 @@ constexpr int kThreads = 256;
 // Copies `count` elements of T; the widest T that both addresses and the size allow.
 template <typename T>
 __global__ void small_copy_kernel(T* dst, const T* src, size_t count) {
+  NVLLM_TIMELINE_SCOPE();
   start_after_prior_kernels();
   for (size_t i = blockIdx.x * static_cast<size_t>(kThreads) + threadIdx.x; i < count;
        i += static_cast<size_t>(gridDim.x) * kThreads) {
