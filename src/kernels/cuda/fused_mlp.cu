@@ -35,6 +35,11 @@ constexpr int kColumns = 16;                               // intermediate colum
 constexpr int kSliceVectors = kColumns / kElemsPerVector;  // of a down row's slice
 // At most two CTAs an SM, so that they stay resident with the kernels before them.
 constexpr int kMaxCtasPerSm = 2;
+// A CTA sends its weight copies in this many parts, each once the one before has landed, so
+// that fewer of the MLP's 18 MB wait in memory's queues at once ahead of the loads that the
+// kernels running meanwhile (attention, o_proj) wait for: batch-1 +1.5% with 2 parts, -3%
+// with 6 (docs/BENCHMARKS.md).
+constexpr int kWeightPhases = 2;
 
 template <typename T>
 struct MlpParams {
@@ -77,18 +82,32 @@ __global__ void __launch_bounds__(kThreads) rms_norm_mlp_kernel(const MlpParams<
   // streamed once a step, so they leave L2 first (l2_hints.cuh).
   allow_next_kernel_launch();
   const uint64_t weight_policy = l2_evict_first_policy();
-  for (int i = threadIdx.x; i < 2 * count * kRowVectors; i += kThreads) {
-    const int r = i / kRowVectors;
-    const int64_t row = r < count ? first + r : p.intermediate + first + (r - count);
-    cp_async_16(gate_up + i, p.gate_up + row * p.ld_gate_up + (i % kRowVectors) * kElemsPerVector,
-                true, weight_policy);
+  // Vector i of the CTA's weights: gate and up rows' vectors, then down's.
+  const int gate_up_vectors = 2 * count * kRowVectors;
+  const int weight_vectors = gate_up_vectors + kHidden * kSliceVectors;
+  const auto copy_weight = [&](int i) {
+    if (i < gate_up_vectors) {
+      const int r = i / kRowVectors;
+      const int64_t row = r < count ? first + r : p.intermediate + first + (r - count);
+      cp_async_16(gate_up + i, p.gate_up + row * p.ld_gate_up + (i % kRowVectors) * kElemsPerVector,
+                  true, weight_policy);
+    } else {
+      const int j = i - gate_up_vectors;
+      const int v = j % kSliceVectors;  // past count: zeros, against SiLU * up's zeros
+      cp_async_16(down + j, p.down + (j / kSliceVectors) * p.ld_down + first + v * kElemsPerVector,
+                  v * kElemsPerVector < count, weight_policy);
+    }
+  };
+  // In kWeightPhases parts, each sent once the one before has landed (see kWeightPhases).
+  const int per_phase = (weight_vectors + kWeightPhases - 1) / kWeightPhases;
+  for (int phase = 0; phase < kWeightPhases; ++phase) {
+    if (phase > 0) cp_async_wait<0>();
+    const int end = min(weight_vectors, (phase + 1) * per_phase);
+    for (int i = phase * per_phase + static_cast<int>(threadIdx.x); i < end; i += kThreads) {
+      copy_weight(i);
+    }
+    cp_async_commit();
   }
-  for (int i = threadIdx.x; i < kHidden * kSliceVectors; i += kThreads) {
-    const int v = i % kSliceVectors;  // past count: zeros, against SiLU * up's zeros
-    cp_async_16(down + i, p.down + (i / kSliceVectors) * p.ld_down + first + v * kElemsPerVector,
-                v * kElemsPerVector < count, weight_policy);
-  }
-  cp_async_commit();
   uint4 scale[kRows];
 #pragma unroll
   for (int i = 0; i < kRows; ++i) {
