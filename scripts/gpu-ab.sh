@@ -17,6 +17,7 @@ if [ ${#variants[@]} -eq 0 ] || [ $# -eq 0 ]; then
   sed -n '2,8p' "$0" >&2
   exit 2
 fi
+if [ ! -d .gpu/bin ] && [ -f .gpu/bundle.tar.xz ]; then tar -C .gpu -xJf .gpu/bundle.tar.xz; fi
 export LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 log_dir=${LOG_DIR:-/tmp/gpu-ab}
 mkdir -p "$log_dir"

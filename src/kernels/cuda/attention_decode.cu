@@ -264,6 +264,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   for (int i = 0; i < my_chunks; ++i) {
     cp_async_wait<Layout::kStages - 1>();  // chunk i has landed (this lane's copies)
     __syncwarp();                          // ... and every lane's
+    if (i == 0) NVLLM_TIMELINE_MARK(3);    // the first chunk landed
     T* sk = my_ring + (i % Layout::kStages) * Layout::kStageElems;
     if (i == new_key_iteration) {
       T* k_row = sk + new_key_row * Layout::kRow;
@@ -396,7 +397,6 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
              static_cast<int64_t>(kv_head * group + g) * kHeadDim;
     out[e % kHeadDim] = MmaType<T>::from_float(sum > 0.0f ? acc / sum : 0.0f);
   }
-  NVLLM_TIMELINE_MARK(3);  // this split's share merged
   cluster.sync();
 }
 
