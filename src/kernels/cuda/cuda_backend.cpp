@@ -49,24 +49,25 @@ class CudaGraph final : public CapturedGraph {
   cudaStream_t stream_;
 };
 
-// Whether the host memory at `pointer` is page-locked (or otherwise known to CUDA), so that an
-// async copy from it may still be reading after cudaMemcpyAsync returns.
-bool is_registered_host_memory(const void* pointer) {
+// What CUDA knows of the memory at `pointer` (type cudaMemoryTypeUnregistered: nothing).
+cudaPointerAttributes pointer_attributes(const void* pointer) {
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
     (void)cudaGetLastError();
-    return false;
+    attributes = cudaPointerAttributes{};
   }
-  return attributes.type != cudaMemoryTypeUnregistered;
+  return attributes;
+}
+
+// Whether the host memory at `pointer` is page-locked (or otherwise known to CUDA), so that an
+// async copy from it may still be reading after cudaMemcpyAsync returns.
+bool is_registered_host_memory(const void* pointer) {
+  return pointer_attributes(pointer).type != cudaMemoryTypeUnregistered;
 }
 
 // The device's address for page-locked host memory at `pointer`; nullptr for any other memory.
 void* host_memory_device_pointer(const void* pointer) {
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return nullptr;
-  }
+  const cudaPointerAttributes attributes = pointer_attributes(pointer);
   return attributes.type == cudaMemoryTypeHost ? attributes.devicePointer : nullptr;
 }
 

@@ -7,6 +7,7 @@
 #ifdef NANOVLLM_TIMELINE
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/timeline.h"
 
 namespace nanovllm::cuda::timeline {
@@ -16,7 +17,7 @@ namespace nanovllm::cuda::timeline {
 static __device__ Ring device_ring;
 
 static void attach_unit(const Ring& ring) {
-  cudaMemcpyToSymbol(device_ring, &ring, sizeof ring);
+  NVLLM_CUDA_CHECK(cudaMemcpyToSymbol(device_ring, &ring, sizeof ring));
 }
 static const bool unit_registered = register_unit(&attach_unit);
 
