@@ -8,13 +8,12 @@
 //   its query heads itself, and the warp that owns this step's key stores it to the cache and
 //   into its staged chunk, so no separate qk_norm_rope kernel (and its round trip) runs first;
 // - split-KV: blockIdx.x picks a slice of the keys when there are too few (seq, kv head) pairs
-//   to fill the GPU; the splits of a (sequence, kv head) run as one thread block cluster and
-//   merge their partials by log-sum-exp through each other's shared memory (no second kernel,
-//   no round trip through global memory).
+//   to fill the GPU; the splits of a (sequence, kv head) run as one thread block cluster: each
+//   pushes its partial into the shared memory of the cluster's first CTA, which merges them by
+//   log-sum-exp once its mbarrier has counted them all in (no second kernel, no round trip
+//   through global memory, no cluster-wide barrier after the loop).
 // The launch depends only on num_seqs and the geometry; context lengths are read in-kernel, so
 // a captured launch can be replayed for any lengths.
-#include <cooperative_groups.h>
-
 #include <algorithm>
 #include <cmath>
 
@@ -23,6 +22,7 @@
 #include "kernels/cuda/attention_mma.cuh"
 #include "kernels/cuda/head_norm_rope.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/mbarrier.cuh"
 
 namespace nanovllm::cuda::attention {
 namespace {
@@ -60,17 +60,20 @@ struct DecodeLayout {
   // unnormalized output [kHeadDim], then the row maxima and sums.
   static constexpr int kMergeFloats = kDecodeWarps * kMaxGroup * (kHeadDim + 2);
 
-  // Then, past the ring, this split's normalized output [kMaxGroup][kHeadDim] and (max, sum)
-  // [kMaxGroup], which the other CTAs of its cluster read.
-  static constexpr int kSplitFloats = kMaxGroup * (kHeadDim + 2);
-
   template <typename T>
   static constexpr size_t ring_bytes() {
     return static_cast<size_t>(kQElems + kNewKeyElems + kDecodeWarps * kWarpElems) * sizeof(T);
   }
+  // With splits, past the ring: the inbox where every split's partial lands in the first CTA
+  // of the cluster, its normalized outputs [num_splits][group][kHeadDim] and (max, sum)
+  // [num_splits][group], then the mbarrier counting them in.
+  static constexpr size_t inbox_bytes(int group, int num_splits) {
+    return static_cast<size_t>(num_splits) * group * (kHeadDim + 2) * sizeof(float);
+  }
   template <typename T>
-  static constexpr size_t smem_bytes() {
-    return ring_bytes<T>() + kSplitFloats * sizeof(float);
+  static constexpr size_t smem_bytes(int group, int num_splits) {
+    return ring_bytes<T>() +
+           (num_splits > 1 ? inbox_bytes(group, num_splits) + sizeof(uint64_t) : 0);
   }
 };
 
@@ -89,8 +92,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   T* sq = reinterpret_cast<T*>(smem);        // [16][kRow]
   T* new_key = sq + Layout::kQElems;         // [K, V][kHeadDim]
   T* ring = new_key + Layout::kNewKeyElems;  // [kDecodeWarps][kStages][K, V][16][kRow]
-  float* split_out = reinterpret_cast<float*>(smem + Layout::template ring_bytes<T>());
-  float2* split_stats = reinterpret_cast<float2*>(split_out + kMaxGroup * kHeadDim);
+  const int group = args.num_heads / args.num_kv_heads;
+  float* inbox_out = reinterpret_cast<float*>(smem + Layout::template ring_bytes<T>());
+  float2* inbox_stats = reinterpret_cast<float2*>(inbox_out + num_splits * group * kHeadDim);
+  uint64_t* inbox_full = reinterpret_cast<uint64_t*>(inbox_stats + num_splits * group);
 
   const int split = blockIdx.x;  // = the rank in the cluster
   const int kv_head = blockIdx.y;
@@ -101,17 +106,38 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   // Until wait_for_prior_kernels() this reads only what host copies wrote before the step (the
   // metadata) and keys that earlier steps stored: the kernel before this one stores only this
   // step's keys, positions [context - q_len, context). The block-table reads and the first old
-  // chunks' copies so overlap that kernel (launch.cuh).
-  const int q_row = args.cu_seqlens_q[seq];
-  const int q_len = args.cu_seqlens_q[seq + 1] - q_row;
-  if (q_len == 0) return;  // no query row (uniform over the CTA)
-  const int context = args.context_lens[seq];
-  const int group = args.num_heads / args.num_kv_heads;
-  // The fused q/k norm's position and cache slot are metadata too.
+  // chunks' copies so overlap that kernel (launch.cuh). CTAs that start late, as the kernel
+  // before ends, wait for these reads before their copies go out, so they are made in one round
+  // trip: a decode row is one query row a sequence, so the fused q/k norm's position and cache
+  // slot are read at row `seq` before cu_seqlens_q says where the row is (and again where it
+  // is elsewhere), and each lane reads one of the sequence's first 32 block-table entries.
   const QkNormRopeArgs& fused = args.qk_norm_rope;
   const bool fuse_qk_norm = fused.qkv != nullptr;
-  const int32_t position = fuse_qk_norm ? fused.positions[q_row] : 0;
-  const int32_t new_key_slot = fuse_qk_norm ? fused.slot_mapping[q_row] : -1;
+  const int guessed_row = seq < args.num_tokens ? seq : 0;
+  int32_t position = fuse_qk_norm ? fused.positions[guessed_row] : 0;
+  int32_t new_key_slot = fuse_qk_norm ? fused.slot_mapping[guessed_row] : -1;
+  const int32_t* block_table =
+      args.block_tables + static_cast<int64_t>(seq) * args.block_table_stride;
+  const int32_t lane_block = lane < args.block_table_stride ? __ldg(block_table + lane) : 0;
+  const int q_row = args.cu_seqlens_q[seq];
+  const int q_len = args.cu_seqlens_q[seq + 1] - q_row;
+  const int context = args.context_lens[seq];
+  if (q_len == 0) return;  // no query row (uniform over the cluster)
+  if (fuse_qk_norm && q_row != guessed_row) {
+    position = fused.positions[q_row];
+    new_key_slot = fused.slot_mapping[q_row];
+  }
+  // With splits, the first CTA's inbox counts the other splits' partials in; the cluster
+  // barrier (arrived at here, waited for before the first push) orders its set-up before them.
+  if (num_splits > 1) {
+    if (split == 0 && threadIdx.x == 0) {
+      mbarrier_init(inbox_full, 1);
+      fence_mbarrier_init();
+      mbarrier_arrive_expect_bytes(
+          inbox_full, static_cast<uint32_t>(Layout::inbox_bytes(group, num_splits - 1)));
+    }
+    cluster_arrive();
+  }
 
   // This split's chunks [chunk_begin, chunk_end); warp w takes chunk_begin + w + 4 i.
   const int num_chunks = (context + kChunkKeys - 1) / kChunkKeys;
@@ -124,13 +150,19 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 
   const PagedHead<T> head{static_cast<const T*>(args.k_cache),
                           static_cast<const T*>(args.v_cache),
-                          args.block_tables + static_cast<int64_t>(seq) * args.block_table_stride,
+                          block_table,
                           args.block_size,
                           static_cast<int64_t>(args.num_kv_heads) * kHeadDim,
                           static_cast<int64_t>(kv_head) * kHeadDim};
   T* my_ring = ring + warp * Layout::kWarpElems;
   const auto first_key = [&](int i) { return (first_chunk + i * kDecodeWarps) * kChunkKeys; };
-  const auto block_of = [&](int i) { return i < my_chunks ? head.block_of(first_key(i)) : 0; };
+  // Block of the warp's chunk i (warp-uniform calls: every lane takes part in the shuffle).
+  const auto block_of = [&](int i) {
+    if (i >= my_chunks) return 0;
+    const int entry = first_key(i) / args.block_size;
+    const int cached = __shfl_sync(0xffffffffu, lane_block, entry % 32);
+    return entry < 32 ? cached : head.block_of(first_key(i));
+  };
   const auto load = [&](int i, int block) {
     T* sk = my_ring + (i % Layout::kStages) * Layout::kStageElems;
     load_chunk_async<T, kHeadDim>(sk, sk + Layout::kChunkElems, head, block, first_key(i), context,
@@ -356,59 +388,66 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
       acc += merge_out[(w * kMaxGroup + g) * kHeadDim + d] * f;
     }
     const float value = sum > 0.0f ? acc / sum : 0.0f;  // no keys (context 0): zeros
-    const int q_head = kv_head * group + g;
     if (num_splits == 1) {
       T* out = static_cast<T*>(args.out) + static_cast<int64_t>(q_row) * args.out_row_stride +
-               static_cast<int64_t>(q_head) * kHeadDim;
+               static_cast<int64_t>(kv_head * group + g) * kHeadDim;
       out[d] = MmaType<T>::from_float(value);
+      continue;
+    }
+    // This split's partial goes to its slot of the first CTA's inbox.
+    float* slot_out = inbox_out + (split * group + g) * kHeadDim + d;
+    const float2 stats = make_float2(sum > 0.0f ? m : -INFINITY, sum);
+    float2* slot_stats = inbox_stats + split * group + g;
+    if (split == 0) {
+      *slot_out = value;
+      if (d == 0) *slot_stats = stats;
     } else {
-      split_out[e] = value;
-      if (d == 0) split_stats[g] = make_float2(sum > 0.0f ? m : -INFINITY, sum);
+      if (e < blockDim.x) cluster_wait();  // the inbox is set up (first pass of the loop)
+      const uint32_t barrier = cluster_address(inbox_full, 0);
+      push_to_rank(cluster_address(slot_out, 0), value, barrier);
+      if (d == 0) push_to_rank(cluster_address(slot_stats, 0), stats, barrier);
     }
   }
   if (num_splits == 1) return;
+  if (split != 0) {
+    // Threads without an output of their own (more threads than outputs) still wait, so that
+    // every thread of the cluster waits once for its arrival.
+    if (threadIdx.x >= group * kHeadDim) cluster_wait();
+    return;  // the pushes land by themselves; nothing here is read by another CTA
+  }
 
-  // Every split of this (sequence, kv head) is a CTA of this cluster. Once all have written
-  // their partials, CTA r merges outputs [r * per_cta, (r + 1) * per_cta) of the group's
-  // heads from the others' shared memory; none exits while another may still read its own.
-  namespace cg = cooperative_groups;
-  const cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
-  NVLLM_TIMELINE_MARK(2);  // every split's partials written
-  const int outputs = group * kHeadDim;
-  const int per_cta = (outputs + num_splits - 1) / num_splits;
-  const int end = min(outputs, (split + 1) * per_cta);
-  for (int e = split * per_cta + threadIdx.x; e < end; e += blockDim.x) {
+  // The first CTA: once every split's partial has landed, merge them into the output.
+  cluster_wait();
+  __syncthreads();  // this CTA's own partial is written
+  mbarrier_wait(inbox_full, 0);
+  NVLLM_TIMELINE_MARK(2);  // every split's partial landed
+  for (int e = threadIdx.x; e < group * kHeadDim; e += blockDim.x) {
     const int g = e / kHeadDim;
-    float2 stats[kMaxSplits];
     float m = -INFINITY;
-#pragma unroll
-    for (int r = 0; r < kMaxSplits; ++r) {
-      stats[r] = r < num_splits ? cluster.map_shared_rank(split_stats, r)[g]
-                                : make_float2(-INFINITY, 0.0f);
-      m = fmaxf(m, stats[r].x);
-    }
+    for (int r = 0; r < num_splits; ++r) m = fmaxf(m, inbox_stats[r * group + g].x);
     float sum = 0.0f;
     float acc = 0.0f;
-#pragma unroll
-    for (int r = 0; r < kMaxSplits; ++r) {
-      if (stats[r].x == -INFINITY) continue;  // a split without keys (or past num_splits)
-      const float weight = exp2f(stats[r].x - m) * stats[r].y;
+    for (int r = 0; r < num_splits; ++r) {
+      const float2 stats = inbox_stats[r * group + g];
+      if (stats.x == -INFINITY) continue;  // a split without keys
+      const float weight = exp2f(stats.x - m) * stats.y;
       sum += weight;
-      acc += weight * cluster.map_shared_rank(split_out, r)[e];
+      acc += weight * inbox_out[(r * group + g) * kHeadDim + e % kHeadDim];
     }
     T* out = static_cast<T*>(args.out) + static_cast<int64_t>(q_row) * args.out_row_stride +
              static_cast<int64_t>(kv_head * group + g) * kHeadDim;
     out[e % kHeadDim] = MmaType<T>::from_float(sum > 0.0f ? acc / sum : 0.0f);
   }
-  cluster.sync();
 }
 
 template <typename T, int kHeadDim>
 void launch_typed(const PagedAttentionArgs& args, int num_splits, cudaStream_t stream) {
   const auto kernel = attention_decode_kernel<T, kHeadDim>;
-  const size_t smem = DecodeLayout<kHeadDim>::template smem_bytes<T>();
-  NVLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const int group = args.num_heads / args.num_kv_heads;
+  const size_t smem = DecodeLayout<kHeadDim>::template smem_bytes<T>(group, num_splits);
+  // The largest any launch asks for, so that the attribute is the same whatever the order.
+  const size_t most = DecodeLayout<kHeadDim>::template smem_bytes<T>(kMaxGroup, kMaxSplits);
+  NVLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
   const dim3 grid(num_splits, args.num_kv_heads, args.num_seqs);
   launch_kernel_in_clusters(dim3(num_splits), kernel, grid, kDecodeWarps * 32, smem, stream, args,
                             num_splits);
@@ -436,8 +475,11 @@ int decode_num_splits(const PagedAttentionArgs& args) {
   return std::clamp(kCtasPerSm * args.num_sms / pairs, 1, kMaxSplits);
 }
 
-void launch_attention_decode(const PagedAttentionArgs& args, cudaStream_t stream) {
-  const int num_splits = decode_num_splits(args);
+void launch_attention_decode(const PagedAttentionArgs& passed, cudaStream_t stream) {
+  const int num_splits = decode_num_splits(passed);
+  // One sequence needs no order: the kernel then reads its metadata without a round trip first.
+  PagedAttentionArgs args = passed;
+  if (args.num_seqs == 1) args.seq_order = nullptr;
   switch (args.dtype) {
     case DType::kBF16:
       return launch_head_dim<__nv_bfloat16>(args, num_splits, stream);

@@ -8,57 +8,13 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/mbarrier.cuh"
+
 namespace nanovllm::cuda::fused {
 
 constexpr int kConsumerWarps = 7;  // with the producer, 2 warps per SM sub-partition (registers)
 constexpr int kConsumerThreads = kConsumerWarps * 32;
 constexpr int kThreads = kConsumerThreads + 32;  // the last warp produces
-
-__device__ __forceinline__ uint32_t shared_address(const void* pointer) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
-}
-
-__device__ __forceinline__ void mbarrier_init(uint64_t* barrier, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(barrier)),
-               "r"(count)
-               : "memory");
-}
-
-// Makes initialized mbarriers visible to the copy engine and the other threads (before a
-// CTA-wide barrier).
-__device__ __forceinline__ void fence_mbarrier_init() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void mbarrier_arrive(uint64_t* barrier) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(barrier))
-               : "memory");
-}
-
-// Arrives and tells the barrier that `bytes` more will land through copies signalling it.
-__device__ __forceinline__ void mbarrier_arrive_expect_bytes(uint64_t* barrier, uint32_t bytes) {
-  asm volatile(
-      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(barrier)),
-      "r"(bytes)
-      : "memory");
-}
-
-// Waits until the barrier's phase of parity `parity` has completed.
-__device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, uint32_t parity) {
-  const uint32_t address = shared_address(barrier);
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(address), "r"(parity)
-        : "memory");
-  } while (!done);
-}
 
 // An L2 policy for data read once (the weights): evicted first, so the KV cache and the
 // activations stay.
