@@ -4,8 +4,11 @@
 // copies 16-byte vectors (8 consecutive k) of weight row g and of x row g into shared memory
 // with cp.async, kVectorsPerStep of each at once, so a CTA has up to 64 KB of the weight in
 // flight whatever the compiler's scheduling; the 4 lanes of a row read 64 contiguous bytes.
+// With the norm at one row (qkv_proj in decode), x is staged for that row only: a CTA then
+// takes about half the shared memory (19 instead of 35 KB for Qwen3-0.6B's qkv_proj), so more
+// of them fit beside the MLP kernel's CTAs and stream their weight in early (batch-1 +2.3%).
 // Each lane reads back only its own vectors, so a wait on its own copies is all the sync needed.
-// One m16n8k16 MMA takes x rows as A rows 0..7 (rows 8..15 zero) and the tile's weight rows as
+// One m16n8k16 MMA takes x rows as A rows 0..7 (rows m..15 zero) and the tile's weight rows as
 // B columns. An MMA sums over its 16 k slots, so any assignment of physical k to slots works
 // when x and weight share it: lane t's slots 2t, 2t+1, 2t+8, 2t+9 hold elements 0..3 of its
 // vector in one MMA and elements 4..7 in the next, for x (A) and the weight (B) alike. The
@@ -71,16 +74,23 @@ __device__ __forceinline__ void wait_copies() {
 
 enum class Input { kX, kRmsNorm, kSiluGate };
 
-// Shared memory of a warp: kVectorsPerStep vectors per lane of the weight, then of x (of the
-// gate with kSiluGate), then of the up rows (kSiluGate) or of norm_weight (kRmsNorm: the
-// vector each lane transforms). After the warps: the partial sums [warp][x row][tile row] and the
-// sums of squares [warp][x row].
-template <Input kInput>
-constexpr int kWarpVectors = 2 * kVectorsPerStep * 32 +
-                             (kInput == Input::kSiluGate ? kVectorsPerStep * 32 : 0) +
+// x vectors a step stages for each i: those of one row, or of all kTileRows rows.
+template <bool kOneRow>
+constexpr int kXLanes = (kOneRow ? 1 : kTileRows) * kLanesPerRow;
+// x's, and with kSiluGate up's, vectors of a step.
+template <Input kInput, bool kOneRow>
+constexpr int kXVectors = (kInput == Input::kSiluGate ? 2 : 1) *
+                          (kVectorsPerStep * kXLanes<kOneRow>);
+
+// Shared memory of a warp: kVectorsPerStep vectors per lane of the weight [i][lane], then
+// kVectorsPerStep * kXLanes of x [i][row][t] (of the gate with kSiluGate), then as many of the
+// up rows (kSiluGate) or 32 of norm_weight (kRmsNorm: the vector each lane transforms). After
+// the warps: the partial sums [warp][x row][tile row] and the sums of squares [warp][x row].
+template <Input kInput, bool kOneRow>
+constexpr int kWarpVectors = kVectorsPerStep * 32 + kXVectors<kInput, kOneRow> +
                              (kInput == Input::kRmsNorm ? 32 : 0);
-template <Input kInput>
-constexpr size_t kWarpSmemBytes = kWarpVectors<kInput> * sizeof(uint4) +
+template <Input kInput, bool kOneRow>
+constexpr size_t kWarpSmemBytes = kWarpVectors<kInput, kOneRow> * sizeof(uint4) +
                                   (kTileRows * kTileRows + kTileRows) * sizeof(float);
 
 template <typename T, typename OutT>
@@ -101,15 +111,17 @@ struct GemvParams {
 };
 
 // Grid: one CTA per tile of kTileRows weight rows; block: 1..kMaxWarps warps splitting k (all
-// of k in one step with kRmsNorm); dynamic shared memory: warps * kWarpSmemBytes<kInput>.
-template <typename T, typename OutT, Input kInput, bool kAddResidual>
+// of k in one step with kRmsNorm); dynamic shared memory: warps * kWarpSmemBytes<kInput,
+// kOneRow>; kOneRow: m == 1, and x is staged for that row only.
+template <typename T, typename OutT, Input kInput, bool kAddResidual, bool kOneRow>
 __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T, OutT> p) {
   NVLLM_TIMELINE_SCOPE();
-  constexpr int kVectors = kWarpVectors<kInput>;
+  constexpr int kVectors = kWarpVectors<kInput, kOneRow>;
+  constexpr int x_lanes = kXLanes<kOneRow>;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int warps = static_cast<int>(blockDim.x) / 32;
-  const int m = p.m;
+  const int m = kOneRow ? 1 : p.m;
   const int64_t n = p.n;
   extern __shared__ uint4 staging[];
   auto* partial = reinterpret_cast<float(*)[kTileRows][kTileRows]>(staging + warps * kVectors);
@@ -123,11 +135,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
   const T* x_row = p.x + (x_row_valid ? g * p.ldx : 0);     // [k] (the gate with kSiluGate)
   const int64_t vectors = p.k / kElemsPerVector;            // of a row
   uint4* staged_weight = staging + warp * kVectors + lane;  // stride 32
-  uint4* staged_x = staged_weight + kVectorsPerStep * 32;
-  uint4* staged_x_warp = staging + warp * kVectors + kVectorsPerStep * 32;  // [i][lane]
-  uint4* staged_up_warp = staged_x_warp + kVectorsPerStep * 32;             // kSiluGate
+  // Lane (g, t)'s x and up vectors (g < m) sit at slot g * kLanesPerRow + t = lane of each i.
+  uint4* staged_x = staged_weight + kVectorsPerStep * 32;                   // stride x_lanes
+  uint4* staged_x_warp = staging + warp * kVectors + kVectorsPerStep * 32;  // [i][row][t]
+  uint4* staged_up_warp = staged_x_warp + kVectorsPerStep * x_lanes;        // kSiluGate
   uint4* staged_up = staged_up_warp + lane;
-  uint4* staged_norm = staging + warp * kVectors + 2 * kVectorsPerStep * 32 + lane;  // kRmsNorm
+  uint4* staged_norm =
+      staging + warp * kVectors + kVectorsPerStep * (32 + x_lanes) + lane;  // kRmsNorm
 
   // With kRmsNorm and a pending sum: the sum under the vector this lane transforms (one step
   // covers the row), read right after the wait.
@@ -139,7 +153,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
   // not 64 (the instruction count, not memory, is what this costs). Rows past m stay zero.
   const auto transform_input = [&](uint4* x_vectors, const uint4* up_vectors) {
     __syncwarp();  // every lane's copies have landed (each waited for its own)
-    const int own = (lane / kLanesPerRow) * 32 + lane % kLanesPerRow;  // slot of row 0
+    const int own = (lane / kLanesPerRow) * x_lanes + lane % kLanesPerRow;  // slot of row 0
     if constexpr (kInput == Input::kRmsNorm) {
       // One step covers the row (gemv_supported), so the CTA holds all of it: the lanes' sums
       // of squares meet across the warp, then across the warps, in a fixed order.
@@ -203,16 +217,18 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
                         valid, weight_policy);
     }
   };
-  // The step's x vectors (and up vectors with kSiluGate).
+  // The step's x vectors (and up vectors with kSiluGate); rows past m are zero-filled, except
+  // with kOneRow, where only row 0 is staged.
   const auto copy_x_step = [&](int64_t first) {
+    if (kOneRow && !x_row_valid) return;
 #pragma unroll
     for (int i = 0; i < kVectorsPerStep; ++i) {
       const int64_t v = first + i * kLanesPerRow + t;
       const bool valid = x_row_valid && v < vectors;
       const int64_t offset = valid ? v * kElemsPerVector : 0;
-      copy_x_async(staged_x + i * 32, x_row + offset, valid);
+      copy_x_async(staged_x + i * x_lanes, x_row + offset, valid);
       if constexpr (kInput == Input::kSiluGate) {
-        copy_x_async(staged_up + i * 32, x_row + p.k + offset, valid);
+        copy_x_async(staged_up + i * x_lanes, x_row + p.k + offset, valid);
       }
     }
   };
@@ -272,7 +288,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
     NVLLM_TIMELINE_MARK(1);
 #pragma unroll
     for (int i = 0; i < kVectorsPerStep; ++i) {
-      const uint4 a = staged_x[i * 32];
+      const uint4 a = !kOneRow || x_row_valid ? staged_x[i * x_lanes] : make_uint4(0, 0, 0, 0);
       const uint4 w = staged_weight[i * 32];
       mma_top_rows<T>(c, a.x, a.y, w.x, w.y);  // elements 0..3
       mma_top_rows<T>(c, a.z, a.w, w.z, w.w);  // elements 4..7
@@ -301,14 +317,15 @@ bool aligned_16(const void* pointer) {
   return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
 }
 
-template <typename T, typename OutT, Input kInput, bool kAddResidual>
-void launch(const GemvArgs& args, int64_t tiles, int warps, cudaStream_t stream) {
-  const auto kernel = gemv_kernel<T, OutT, kInput, kAddResidual>;
-  const size_t smem = warps * kWarpSmemBytes<kInput>;
+template <typename T, typename OutT, Input kInput, bool kAddResidual, bool kOneRow>
+void launch_rows(const GemvArgs& args, int64_t tiles, int warps, cudaStream_t stream) {
+  const auto kernel = gemv_kernel<T, OutT, kInput, kAddResidual, kOneRow>;
+  const size_t smem = warps * kWarpSmemBytes<kInput, kOneRow>;
   if (smem > size_t{48} << 10) {
     // Above the default limit; one value for every launch, so the call is idempotent.
-    NVLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(kMaxWarps * kWarpSmemBytes<kInput>)));
+    NVLLM_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(kMaxWarps * kWarpSmemBytes<kInput, kOneRow>)));
   }
   const GemvParams<T, OutT> params{static_cast<const T*>(args.x),
                                    args.ldx,
@@ -325,6 +342,19 @@ void launch(const GemvArgs& args, int64_t tiles, int warps, cudaStream_t stream)
                                    args.ldr,
                                    args.pending};
   launch_kernel(kernel, static_cast<unsigned>(tiles), warps * 32, smem, stream, params);
+}
+
+// At one row only the norm's kind stages x for that row alone (see the top of the file): o_proj
+// (the residual add) keeps its larger CTAs, which hold back the MLP kernel's CTAs while
+// attention runs, as attention needs (compact there: batch-1 -12%, docs/BENCHMARKS.md).
+template <typename T, typename OutT, Input kInput, bool kAddResidual>
+void launch(const GemvArgs& args, int64_t tiles, int warps, cudaStream_t stream) {
+  if constexpr (kInput == Input::kRmsNorm) {
+    if (args.m == 1) {
+      return launch_rows<T, OutT, kInput, kAddResidual, true>(args, tiles, warps, stream);
+    }
+  }
+  launch_rows<T, OutT, kInput, kAddResidual, false>(args, tiles, warps, stream);
 }
 
 // The combinations the model uses: plain or normalized input into any out; the residual add
