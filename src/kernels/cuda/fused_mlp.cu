@@ -60,6 +60,21 @@ size_t smem_bytes(int64_t hidden) {
   return static_cast<size_t>(3 * kColumns * hidden) * 2 + static_cast<size_t>(3 * kColumns) * 4;
 }
 
+// What a CTA asks for: at least half of an SM's shared memory, so that no CTA of another kernel
+// shares an SM with two of these; the next layer's qkv_proj CTAs then start on SMs that the
+// MLP has left rather than beside it (96 -> 112 KB for Qwen3-0.6B: batch-1 +1.5%; 120 KB, one
+// CTA an SM: -16%; docs/BENCHMARKS.md).
+size_t reserved_smem_bytes(int64_t hidden) {
+  int device = 0, per_sm = 0, per_block_reserve = 0;
+  NVLLM_CUDA_CHECK(cudaGetDevice(&device));
+  NVLLM_CUDA_CHECK(
+      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  NVLLM_CUDA_CHECK(
+      cudaDeviceGetAttribute(&per_block_reserve, cudaDevAttrReservedSharedMemoryPerBlock, device));
+  const int half_sm = per_sm / kMaxCtasPerSm - per_block_reserve;
+  return std::max(smem_bytes(hidden), static_cast<size_t>(std::max(half_sm, 0)));
+}
+
 // grid: one CTA per kColumns columns; block: kThreads. hidden = kThreads * kRows: lane l of
 // every warp holds x's vectors l, l + 32, ..., kRows of them, and thread t computes outputs
 // t, t + kThreads, ..., kRows of them.
@@ -189,7 +204,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_mlp_kernel(const MlpParams<
 template <typename T, int kRows>
 void launch_mlp(const RmsNormMlpArgs& args, cudaStream_t stream) {
   const auto kernel = rms_norm_mlp_kernel<T, kRows>;
-  const size_t smem = smem_bytes(args.hidden);
+  const size_t smem = reserved_smem_bytes(args.hidden);
   if (smem > size_t{48} << 10) {
     NVLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(smem)));
