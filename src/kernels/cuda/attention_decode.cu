@@ -23,6 +23,7 @@
 #include "kernels/cuda/head_norm_rope.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mbarrier.cuh"
+#include "kernels/cuda/sm_residency.h"
 
 namespace nanovllm::cuda::attention {
 namespace {
@@ -444,9 +445,13 @@ template <typename T, int kHeadDim>
 void launch_typed(const PagedAttentionArgs& args, int num_splits, cudaStream_t stream) {
   const auto kernel = attention_decode_kernel<T, kHeadDim>;
   const int group = args.num_heads / args.num_kv_heads;
-  const size_t smem = DecodeLayout<kHeadDim>::template smem_bytes<T>(group, num_splits);
+  // Split (small batches), a CTA asks for half an SM's shared memory: the other kernels' CTAs,
+  // launched early, then stream their weights in on other SMs than two of these (batch-1 +0.5%).
+  const size_t needed = DecodeLayout<kHeadDim>::template smem_bytes<T>(group, num_splits);
+  const size_t smem = num_splits > 1 ? half_sm_shared_memory(needed) : needed;
   // The largest any launch asks for, so that the attribute is the same whatever the order.
-  const size_t most = DecodeLayout<kHeadDim>::template smem_bytes<T>(kMaxGroup, kMaxSplits);
+  const size_t most =
+      half_sm_shared_memory(DecodeLayout<kHeadDim>::template smem_bytes<T>(kMaxGroup, kMaxSplits));
   NVLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
   const dim3 grid(num_splits, args.num_kv_heads, args.num_seqs);
   launch_kernel_in_clusters(dim3(num_splits), kernel, grid, kDecodeWarps * 32, smem, stream, args,

@@ -20,6 +20,7 @@
 #include "kernels/cuda/fixed_point.cuh"
 #include "kernels/cuda/l2_hints.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/sm_residency.h"
 
 namespace nanovllm::cuda {
 namespace {
@@ -33,6 +34,8 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kElemsPerVector = 8;                         // bf16/f16 elements in 16 bytes
 constexpr int kColumns = 16;                               // intermediate columns a CTA owns
 constexpr int kSliceVectors = kColumns / kElemsPerVector;  // of a down row's slice
+constexpr int kRowsPerWarp = 2 * kColumns / kWarps;        // gate and up rows a warp sums
+static_assert(2 * kColumns % kWarps == 0, "every warp sums as many gate and up rows");
 // At most two CTAs an SM, so that they stay resident with the kernels before them.
 constexpr int kMaxCtasPerSm = 2;
 // A CTA sends its weight copies in this many parts, each once the one before has landed, so
@@ -58,21 +61,6 @@ struct MlpParams {
 // down [hidden][kColumns], then the gate and up sums [2 kColumns] and SiLU * up [kColumns].
 size_t smem_bytes(int64_t hidden) {
   return static_cast<size_t>(3 * kColumns * hidden) * 2 + static_cast<size_t>(3 * kColumns) * 4;
-}
-
-// What a CTA asks for: at least half of an SM's shared memory, so that no CTA of another kernel
-// shares an SM with two of these; the next layer's qkv_proj CTAs then start on SMs that the
-// MLP has left rather than beside it (96 -> 112 KB for Qwen3-0.6B: batch-1 +1.5%; 120 KB, one
-// CTA an SM: -16%; docs/BENCHMARKS.md).
-size_t reserved_smem_bytes(int64_t hidden) {
-  int device = 0, per_sm = 0, per_block_reserve = 0;
-  NVLLM_CUDA_CHECK(cudaGetDevice(&device));
-  NVLLM_CUDA_CHECK(
-      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-  NVLLM_CUDA_CHECK(
-      cudaDeviceGetAttribute(&per_block_reserve, cudaDevAttrReservedSharedMemoryPerBlock, device));
-  const int half_sm = per_sm / kMaxCtasPerSm - per_block_reserve;
-  return std::max(smem_bytes(hidden), static_cast<size_t>(std::max(half_sm, 0)));
 }
 
 // grid: one CTA per kColumns columns; block: kThreads. hidden = kThreads * kRows: lane l of
@@ -158,19 +146,33 @@ __global__ void __launch_bounds__(kThreads) rms_norm_mlp_kernel(const MlpParams<
   cp_async_wait<0>();
   __syncthreads();  // every thread's weight copies have landed
   NVLLM_TIMELINE_MARK(1);
-  // Warp w takes gate/up rows w, w + kWarps, ...; each sum is rounded as linear rounds gate_up.
-  for (int r = warp; r < 2 * count; r += kWarps) {
-    const uint4* row = gate_up + r * kRowVectors;
-    float sum = 0.0f;
+  // Warp w takes gate/up rows w, w + kWarps, ..., all at once, so that their loads, products
+  // and reductions overlap rather than follow each other (batch-1 +1.9%); each sum is rounded
+  // as linear rounds gate_up. Rows past 2 count (a last CTA with fewer columns) are left out.
+  float sum[kRowsPerWarp];
+#pragma unroll
+  for (int j = 0; j < kRowsPerWarp; ++j) {
+    const int r = warp + j * kWarps;
+    const uint4* row = gate_up + min(r, 2 * count - 1) * kRowVectors;
+    sum[j] = 0.0f;
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
       float w[kElemsPerVector];
       unpack8<T>(row[lane + 32 * i], w);
-      sum += dot8(x[i], w);
+      sum[j] += dot8(x[i], w);
     }
+  }
 #pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    if (lane == 0) sums[r] = round_to<T>(sum);
+  for (int offset = 16; offset > 0; offset /= 2) {
+#pragma unroll
+    for (int j = 0; j < kRowsPerWarp; ++j) sum[j] += __shfl_xor_sync(0xffffffffu, sum[j], offset);
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int j = 0; j < kRowsPerWarp; ++j) {
+      const int r = warp + j * kWarps;
+      if (r < 2 * count) sums[r] = round_to<T>(sum[j]);
+    }
   }
   __syncthreads();
   if (threadIdx.x < kColumns) {  // past count: 0, against down's zeros
@@ -204,7 +206,10 @@ __global__ void __launch_bounds__(kThreads) rms_norm_mlp_kernel(const MlpParams<
 template <typename T, int kRows>
 void launch_mlp(const RmsNormMlpArgs& args, cudaStream_t stream) {
   const auto kernel = rms_norm_mlp_kernel<T, kRows>;
-  const size_t smem = reserved_smem_bytes(args.hidden);
+  // Half an SM's shared memory at least: the next layer's qkv_proj CTAs then start on SMs that
+  // the MLP has left rather than beside two of its CTAs (96 -> 113 KB for Qwen3-0.6B: batch-1
+  // +1.5%; 120 KB, one CTA an SM: -16%).
+  const size_t smem = half_sm_shared_memory(smem_bytes(args.hidden));
   if (smem > size_t{48} << 10) {
     NVLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(smem)));
