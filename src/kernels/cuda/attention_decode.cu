@@ -424,16 +424,25 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   NVLLM_TIMELINE_MARK(2);  // every split's partial landed
   for (int e = threadIdx.x; e < group * kHeadDim; e += blockDim.x) {
     const int g = e / kHeadDim;
+    // Every split's values are read at once (unrolled over kMaxSplits), not one after another.
+    float2 stats[kMaxSplits];
+    float value[kMaxSplits];
     float m = -INFINITY;
-    for (int r = 0; r < num_splits; ++r) m = fmaxf(m, inbox_stats[r * group + g].x);
+#pragma unroll
+    for (int r = 0; r < kMaxSplits; ++r) {
+      const bool here = r < num_splits;
+      stats[r] = here ? inbox_stats[r * group + g] : make_float2(-INFINITY, 0.0f);
+      value[r] = here ? inbox_out[(r * group + g) * kHeadDim + e % kHeadDim] : 0.0f;
+      m = fmaxf(m, stats[r].x);
+    }
     float sum = 0.0f;
     float acc = 0.0f;
-    for (int r = 0; r < num_splits; ++r) {
-      const float2 stats = inbox_stats[r * group + g];
-      if (stats.x == -INFINITY) continue;  // a split without keys
-      const float weight = exp2f(stats.x - m) * stats.y;
+#pragma unroll
+    for (int r = 0; r < kMaxSplits; ++r) {
+      if (stats[r].x == -INFINITY) continue;  // a split without keys (or past num_splits)
+      const float weight = exp2f(stats[r].x - m) * stats[r].y;
       sum += weight;
-      acc += weight * inbox_out[(r * group + g) * kHeadDim + e % kHeadDim];
+      acc += weight * value[r];
     }
     T* out = static_cast<T*>(args.out) + static_cast<int64_t>(q_row) * args.out_row_stride +
              static_cast<int64_t>(kv_head * group + g) * kHeadDim;

@@ -305,8 +305,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
     const int row = e / kTileRows;  // of x and out
     const int col = e % kTileRows;  // within the tile
     if (e < kTileRows * kTileRows && row < m && tile_first + col < n) {
+      // Unrolled over kMaxWarps, so that the warps' sums are read at once.
       float sum = 0.0f;
-      for (int w = 0; w < warps; ++w) sum += partial[w][row][col];
+#pragma unroll
+      for (int w = 0; w < kMaxWarps; ++w) {
+        if (w < warps) sum += partial[w][row][col];
+      }
       if constexpr (kAddResidual) sum = round_to<T>(sum) + residual_in[j];
       p.out[row * p.ldo + tile_first + col] = from_float<OutT>(sum);
     }
