@@ -164,12 +164,21 @@ __device__ __forceinline__ void qk_chunk(float (&s)[2][4], const uint32_t (&qa)[
   // ldmatrix matrices: (keys 0-7, dims +0), (keys 0-7, dims +8), (keys 8-15, +0), (keys 8-15, +8)
   const T* row =
       sk + ((lane / 16) * 8 + lane % 8) * smem_row_elems<kHeadDim>() + (lane / 8 % 2) * 8;
+  // Odd k-steps accumulate apart: two chains of dependent MMAs a tile instead of one twice as
+  // long (decode at batch 1: +0.25%).
+  float odd[2][4] = {};
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; ++kk) {
     uint32_t b[4];
     ldmatrix_x4(b, row + kk * 16);
-    MmaType<T>::mma(s[0], qa[kk], b[0], b[1]);
-    MmaType<T>::mma(s[1], qa[kk], b[2], b[3]);
+    float(&acc)[2][4] = kk % 2 == 0 ? s : odd;
+    MmaType<T>::mma(acc[0], qa[kk], b[0], b[1]);
+    MmaType<T>::mma(acc[1], qa[kk], b[2], b[3]);
+  }
+#pragma unroll
+  for (int t = 0; t < 2; ++t) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s[t][i] += odd[t][i];
   }
 }
 
