@@ -402,9 +402,9 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// The inputs qk_norm_rope needs beside a decode batch: this step's token sits at position
-// context - 1 and is stored at that position's slot (-1 for padding rows and for row 1, whose
-// store is skipped).
+// The inputs qk_norm_rope needs beside a decode batch, one per query row: this step's token
+// sits at position context - 1 and is stored at that position's slot (-1 for padding rows and
+// for sequence 1's row, whose store is skipped).
 struct QkNormInputs {
   static constexpr int kMaxPositions = 4096;
   DeviceTensor q_norm, k_norm, cos_sin, positions, slots;
@@ -416,18 +416,20 @@ struct QkNormInputs {
                              random_floats(b.dims.head_dim, rng, 0.5f, 1.5f))),
         cos_sin(upload_floats(gpu, DType::kF32, {kMaxPositions, b.dims.head_dim},
                               test::rotary_table(kMaxPositions, b.dims.head_dim))),
-        positions(gpu, DType::kI32, {b.num_seqs()}),
-        slots(gpu, DType::kI32, {b.num_seqs()}) {
+        positions(gpu, DType::kI32, {b.num_tokens()}),
+        slots(gpu, DType::kI32, {b.num_tokens()}) {
     upload(gpu, b);
   }
 
   void upload(Backend& gpu, const Batch& b) {
-    std::vector<int32_t> host_positions(b.num_seqs()), host_slots(b.num_seqs(), -1);
+    std::vector<int32_t> host_positions(b.num_tokens()), host_slots(b.num_tokens(), -1);
     for (int s = 0; s < b.num_seqs(); ++s) {
+      if (b.q_lens[s] == 0) continue;
+      const int row = b.cu_seqlens_q[s];
       const int32_t p = b.contexts[s] - 1;
-      host_positions[s] = std::max(p, 0);
+      host_positions[row] = std::max(p, 0);
       if (p < 0 || s == 1) continue;
-      host_slots[s] =
+      host_slots[row] =
           b.block_tables[s * b.table_width + p / b.block_size] * b.block_size + p % b.block_size;
     }
     gpu.upload(positions.tensor(), host_positions.data());
@@ -468,8 +470,9 @@ void expect_same_output_and_cache(Backend& gpu, BatchTensors& fused, BatchTensor
 
 // qk_norm_rope_attention (one decode kernel in bf16/f16, the two ops in f32) against
 // qk_norm_rope_store_kv then attention on the same inputs: the same output and caches, bit for
-// bit, with this step's key at chunk and block edges, padding rows, a skipped store, with and
-// without split-KV; then captured once and replayed over new lengths.
+// bit, with this step's key at chunk and block edges, padding rows, a skipped store, sequences
+// without a query row, with and without split-KV; then captured once and replayed over new
+// lengths.
 TEST(CudaAttention, DecodeWithFusedQkNormEqualsTheSeparateOps) {
   NVLLM_REQUIRE_CUDA();
   std::mt19937 rng(10);
@@ -491,6 +494,19 @@ TEST(CudaAttention, DecodeWithFusedQkNormEqualsTheSeparateOps) {
       poison(*gpu, fused.out.tensor());
       inputs.fused(*gpu, fused, b);
       expect_same_output_and_cache(*gpu, fused, separate, describe(b, dtype));
+    }
+
+    // Sequences without a query row this step: the later rows sit at other indices than their
+    // sequences, which the kernel's early metadata reads guess otherwise.
+    {
+      const Batch b =
+          make_batch({16, 8, 128}, 16, {1, 0, 1, 0, 1}, {40, 300, 700, 5, 1000}, dtype, rng);
+      QkNormInputs inputs(*gpu, dtype, b, rng);
+      BatchTensors separate(*gpu, dtype, b), fused(*gpu, dtype, b);
+      inputs.separate(*gpu, separate, b);
+      poison(*gpu, fused.out.tensor());
+      inputs.fused(*gpu, fused, b);
+      expect_same_output_and_cache(*gpu, fused, separate, "rows apart from their sequences");
     }
 
     const AttentionDims dims{16, 8, 128};
