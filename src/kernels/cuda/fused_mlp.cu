@@ -1,15 +1,15 @@
 // pending += down(silu(gate) * up) for one row, [gate | up] = rms_norm(x) @ gate_up^T, in one
 // kernel: CTA c owns intermediate columns [c * kColumns, (c + 1) * kColumns). Before waiting for
 // the kernel before (launch.cuh) it copies its gate and up rows and its columns of down into
-// shared memory, so the weights stream in while that one runs. The CTAs are small enough to
-// sit beside the kernels before them (decode attention and o_proj's GEMV) on many SMs, so that
-// much of the MLP streams in while attention, bound by latency, leaves memory idle (one CTA of
-// 24 columns an SM instead: batch-1 0.796 against 0.783 ms a token). After the wait every warp
-// reads the whole x row and normalizes it itself (no CTA barrier for the norm), the warps share out
-// the gate and up rows, a barrier later the CTA has its SiLU * up values, and each thread
-// multiplies them into its rows of down and adds the products to the pending sum. A CTA's
-// products reach every output, so the sum is taken with atomics, in fixed point so that it is
-// the same whatever order they land in.
+// shared memory, so the weights stream in while that one runs. A CTA of 16 columns fits beside
+// one of decode attention's or o_proj's CTAs, so that much of the MLP streams in while
+// attention, bound by latency, leaves memory idle (CTAs of 24 columns, one an SM: batch-1 -8%);
+// it asks for half an SM's shared memory, so that no GEMV CTA shares an SM with two of them
+// (see launch_mlp). After the wait every warp reads the whole x row and normalizes it itself
+// (no CTA barrier for the norm), the warps share out the gate and up rows, a barrier later the
+// CTA has its SiLU * up values, and each thread multiplies them into its rows of down and adds
+// the products to the pending sum. A CTA's products reach every output, so the sum is taken
+// with atomics, in fixed point so that it is the same whatever order they land in.
 #include "kernels/cuda/fused_mlp.h"
 
 #include <algorithm>
@@ -36,7 +36,7 @@ constexpr int kColumns = 16;                               // intermediate colum
 constexpr int kSliceVectors = kColumns / kElemsPerVector;  // of a down row's slice
 constexpr int kRowsPerWarp = 2 * kColumns / kWarps;        // gate and up rows a warp sums
 static_assert(2 * kColumns % kWarps == 0, "every warp sums as many gate and up rows");
-// At most two CTAs an SM, so that they stay resident with the kernels before them.
+// At most two CTAs an SM (each asks for half its shared memory): a launch must fit in one wave.
 constexpr int kMaxCtasPerSm = 2;
 // A CTA sends its weight copies in this many parts, each once the one before has landed, so
 // that fewer of the MLP's 18 MB wait in memory's queues at once ahead of the loads that the
