@@ -172,7 +172,7 @@ __device__ __forceinline__ int rows_per_stage(const Layout& layout, int k) {
 
 template <typename T>
 __device__ void produce(const FusedDecodeArgs& args, const Layout& layout, const WeightRing& ring) {
-  const uint64_t policy = evict_first_policy();
+  const uint64_t policy = l2_evict_first_policy();
   RingCursor cursor;
   const auto push = [&](const void* weight, int64_t first_row_of_matrix, RowRange rows, int k) {
     const int per_stage = rows_per_stage<T>(layout, k);

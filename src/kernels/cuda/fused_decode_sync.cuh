@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/l2_hints.cuh"
 #include "kernels/cuda/mbarrier.cuh"
 
 namespace nanovllm::cuda::fused {
@@ -15,14 +16,6 @@ namespace nanovllm::cuda::fused {
 constexpr int kConsumerWarps = 7;  // with the producer, 2 warps per SM sub-partition (registers)
 constexpr int kConsumerThreads = kConsumerWarps * 32;
 constexpr int kThreads = kConsumerThreads + 32;  // the last warp produces
-
-// An L2 policy for data read once (the weights): evicted first, so the KV cache and the
-// activations stay.
-__device__ __forceinline__ uint64_t evict_first_policy() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
-}
 
 // global -> shared by the copy engine; completion counts `bytes` on `barrier`. Addresses and
 // size multiples of 16 bytes.
