@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/check.h"
+#include "core/json_input.h"
 #include "llm/chat_prompt.h"
 #include "nanovllm/json_lines.h"
 #include "tokenizer/tokenizer.h"
@@ -14,12 +15,7 @@ namespace {
 
 nlohmann::ordered_json tokenize_line(const std::string& line, const Tokenizer& tokenizer,
                                      std::optional<ChatPrompt>& chat, bool skip_special_tokens) {
-  nlohmann::ordered_json request;
-  try {
-    request = nlohmann::ordered_json::parse(line);
-  } catch (const nlohmann::ordered_json::exception& error) {  // syntax, or a number like 1e999
-    throw Error(fmt::format("invalid JSON: {}", error.what()));
-  }
+  auto request = parse_json<nlohmann::ordered_json>(line);
   if (!request.is_object()) throw Error("a line must be a JSON object");
   if (request.contains("text")) {
     if (!request["text"].is_string()) throw Error("'text' must be a string");
@@ -32,8 +28,8 @@ nlohmann::ordered_json tokenize_line(const std::string& line, const Tokenizer& t
     for (const auto& id : ids) {
       // Ids past the vocabulary decode to nothing; negative or oversized ones are no ids at all.
       if (!id.is_number_unsigned() || id.get<uint64_t>() > INT32_MAX) {
-        throw Error(
-            fmt::format("'ids' must be a list of non-negative integers, found {}", id.dump()));
+        throw Error(fmt::format("'ids' must be a list of non-negative integers, found {}",
+                                json_excerpt(id)));
       }
       values.push_back(id.get<int>());
     }

@@ -10,7 +10,7 @@
 namespace nanovllm::python {
 
 // dict (str keys), list, tuple, str, int, float, bool and None; TypeError naming `name` and the
-// path to anything else.
+// path to anything else, ValueError for nesting deeper than kMaxJsonDepth (or a cycle).
 nlohmann::ordered_json to_json(nanobind::handle value, std::string_view name);
 
 nanobind::object from_json(const nlohmann::ordered_json& value);

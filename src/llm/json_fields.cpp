@@ -8,7 +8,8 @@ std::vector<int> int_list(const nlohmann::ordered_json& value, const char* name)
   ids.reserve(value.size());
   for (const auto& item : value) {
     if (!is_integer_of<int>(item)) {
-      throw Error(fmt::format("'{}' must be a list of integers, found {}", name, item.dump()));
+      throw Error(
+          fmt::format("'{}' must be a list of integers, found {}", name, json_excerpt(item)));
     }
     ids.push_back(item.get<int>());
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/json_input.h"
 
 namespace nanovllm {
 
@@ -35,7 +36,7 @@ T field_as(const nlohmann::ordered_json& request, const char* name, const char* 
     if constexpr (std::is_same_v<T, std::string>) return value.is_string();
     return true;
   }();
-  if (!ok) throw Error(fmt::format("'{}' must be {}, got {}", name, expected, value.dump()));
+  if (!ok) throw Error(fmt::format("'{}' must be {}, got {}", name, expected, json_excerpt(value)));
   return value.get<T>();
 }
 

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "core/check.h"
+#include "core/json_input.h"
 #include "llm/json_fields.h"
 
 namespace nanovllm {
@@ -49,12 +50,7 @@ Prompt parse_prompt(const nlohmann::ordered_json& request) {
 }  // namespace
 
 Request parse_request_line(const std::string& line, const SamplingParams& defaults) {
-  nlohmann::ordered_json request;
-  try {
-    request = nlohmann::ordered_json::parse(line);
-  } catch (const nlohmann::ordered_json::exception& error) {  // syntax, or a number like 1e999
-    throw Error(fmt::format("invalid JSON: {}", error.what()));
-  }
+  const auto request = parse_json<nlohmann::ordered_json>(line);
   if (!request.is_object()) throw Error("a request must be a JSON object");
   for (const auto& [key, value] : request.items()) {
     if (!known_fields().contains(key)) throw Error(fmt::format("unknown field '{}'", key));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/json_input.h"
 
 namespace nanovllm {
 
@@ -15,9 +16,12 @@ nlohmann::json parse_json_strict(std::string_view text, const std::filesystem::p
   // is always the owner of the next key.
   std::vector<std::set<std::string>> open_objects;
   std::string duplicate;
-  auto track_keys = [&](int /*depth*/, nlohmann::json::parse_event_t event,
-                        nlohmann::json& parsed) {
+  auto track_keys = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
     using Event = nlohmann::json::parse_event_t;
+    if ((event == Event::object_start || event == Event::array_start) && depth >= kMaxJsonDepth) {
+      throw Error(fmt::format("{}: invalid JSON: it nests deeper than {} levels, the limit",
+                              source.string(), kMaxJsonDepth));
+    }
     if (event == Event::object_start) {
       open_objects.emplace_back();
     } else if (event == Event::object_end) {
@@ -57,13 +61,6 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
   contents << stream.rdbuf();
   if (stream.bad()) throw Error(fmt::format("{}: read failed", path.string()));
   return parse_json_strict(contents.str(), path);
-}
-
-std::string json_excerpt(const nlohmann::json& value) {
-  constexpr size_t kMaxLength = 80;
-  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (text.size() > kMaxLength) text = text.substr(0, kMaxLength) + "...";
-  return text;
 }
 
 }  // namespace nanovllm

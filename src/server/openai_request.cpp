@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "core/check.h"
+#include "core/json_input.h"
 #include "llm/json_fields.h"
 #include "server/api_error.h"
 
@@ -75,7 +76,7 @@ void parse_sampling(const Json& body, SamplingParams& params) {
   if (has(body, "seed")) {
     if (!body["seed"].is_number_unsigned()) {
       throw ApiError::bad_request(
-          fmt::format("'seed' must be a non-negative integer, got {}", body["seed"].dump()),
+          fmt::format("'seed' must be a non-negative integer, got {}", json_excerpt(body["seed"])),
           "seed");
     }
     params.seed = body["seed"].get<uint64_t>();
@@ -167,7 +168,7 @@ std::vector<Prompt> parse_completion_prompts(const Json& body) {
     if (!item.is_string() && !item.is_array()) {
       throw ApiError::bad_request(
           fmt::format("'prompt' list items must be strings or lists of token ids, found {}",
-                      item.dump()),
+                      json_excerpt(item)),
           "prompt");
     }
     prompts.push_back(one(item));
@@ -190,7 +191,7 @@ Json message_content(const Json& content, size_t index) {
       throw ApiError::bad_request(
           fmt::format("messages[{}].content: only {{\"type\": \"text\", \"text\": ...}} parts "
                       "are supported, found {}",
-                      index, part.dump()),
+                      index, json_excerpt(part)),
           "messages");
     }
     text += part["text"].get<std::string>();
@@ -235,9 +236,9 @@ Json parse_messages(const Json& body) {
 Json parse_json_body(const std::string& body) {
   Json parsed;
   try {
-    parsed = Json::parse(body);
-  } catch (const Json::parse_error& error) {
-    throw ApiError::bad_request(fmt::format("the body is not valid JSON: {}", error.what()));
+    parsed = parse_json<Json>(body);
+  } catch (const Error& error) {
+    throw ApiError::bad_request(fmt::format("the body: {}", error.what()));
   }
   if (!parsed.is_object()) throw ApiError::bad_request("the body must be a JSON object");
   return parsed;

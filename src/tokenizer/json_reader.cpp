@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/json_input.h"
 
 namespace nanovllm {
 
@@ -17,9 +18,9 @@ json JsonReader::parse_file(const std::filesystem::path& path) {
   buffer << in.rdbuf();
   if (in.bad()) throw Error(fmt::format("{}: cannot read file", path.string()));
   try {
-    return json::parse(buffer.str());
-  } catch (const json::exception& e) {  // a syntax error, or a number out of range (1e999)
-    throw Error(fmt::format("{}: invalid JSON: {}", path.string(), e.what()));
+    return parse_json<json>(buffer.str());
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", path.string(), e.what()));
   }
 }
 

@@ -103,12 +103,16 @@ BAD_REQUESTS = [
     # Integers that do not fit are named, never wrapped around.
     ('{"prompt_token_ids": [1], "max_tokens": 99999999999}', "max_tokens"),
     ('{"prompt_token_ids": [18446744073709551615]}', "18446744073709551615"),
-    ('{"prompt_token_ids": [1], "temperature": 1e999}', "invalid JSON"),
+    ('{"prompt_token_ids": [1], "temperature": 1e999}', "out of range"),
     ('{"prompt_token_ids": [1], "colour": 1}', "colour"),
     ('{"prompt_token_ids": [1], "logprobs": 99}', "logprobs"),
     ('{"prompt": "text without a tokenizer"}', "tokenizer"),
     ('{"prompt_token_ids": [1], "prompt": "both"}', "exactly one"),
     (json.dumps({"prompt_token_ids": [1] * 5000}), "max_model_len"),
+    # Nesting is refused while parsing, before anything recurses over it.
+    ('{"prompt": ' + "[" * 100_000 + "]" * 100_000 + "}", "deeper than 128 levels"),
+    ('{"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"a": '
+     + "[" * 100_000 + "]" * 100_000 + "}}", "deeper than 128 levels"),
 ]
 
 
@@ -238,7 +242,8 @@ def test_tokenize_contract():
                          "chat_template_kwargs": {"enable_thinking": False}}),
              # Past the tokenizer's 151,669 ids but inside the model's 151,936: no text.
              json.dumps({"ids": [9707, 151850]}),
-             json.dumps({"ids": [-1]}), json.dumps({"ids": [2**32]}), "{}"]
+             json.dumps({"ids": [-1]}), json.dumps({"ids": [2**32]}), "{}",
+             '{"ids": ' + "[" * 100_000 + "]" * 100_000 + "}"]
     code, rows, _ = run(["tokenize", "--model", TIED], "\n".join(lines) + "\n")
     assert code != 0  # the last three lines are errors
     assert rows[0] == {"ids": tokenizer.encode(text).ids}
@@ -248,6 +253,7 @@ def test_tokenize_contract():
     assert rows[3] == {"text": tokenizer.decode([9707, 151850])} == {"text": "Hello"}
     assert "-1" in rows[4]["error"] and "4294967296" in rows[5]["error"]
     assert "error" in rows[6]
+    assert "deeper than 128 levels" in rows[7]["error"]
 
 
 

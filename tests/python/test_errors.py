@@ -143,6 +143,29 @@ def test_bad_chat_arguments(tied_llm, messages, kwargs, error, needle):
     assert needle in str(info.value)
 
 
+def nested_list(depth):
+    value = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def self_holding_dict():
+    value = {}
+    value["again"] = value
+    return value
+
+
+@pytest.mark.parametrize("kwargs", [{"deep": nested_list(100_000)}, self_holding_dict()])
+def test_nesting_past_the_limit_is_a_value_error_not_a_crash(tied_llm, kwargs):
+    messages = [{"role": "user", "content": "hi"}]
+    with pytest.raises(ValueError, match="nested deeper than 128 levels"):
+        tied_llm.chat(messages, use_tqdm=False, chat_template_kwargs=kwargs)
+    with pytest.raises(ValueError, match="nested deeper than 128 levels"):
+        tied_llm.tokenizer.apply_chat_template(messages, **kwargs)
+    assert tied_llm.chat(messages, SamplingParams(max_tokens=2), use_tqdm=False)[0]["token_ids"]
+
+
 def test_tokenizer_argument_errors(tied_llm):
     tokenizer = tied_llm.tokenizer
     with pytest.raises(TypeError, match="text must be a str, got int"):
