@@ -19,6 +19,9 @@ struct ServeOptions {
   std::string served_model_name;  // "" = the --model argument
   size_t max_pending_requests = 1024;
   size_t max_request_body_bytes = 4 << 20;
+  size_t max_prompts_per_request = 256;
+  size_t max_connections = 0;  // 0 = the open-file limit less kReservedFiles
+  double write_timeout_seconds = 60;
   int io_threads = 1;
 };
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <ctime>
@@ -138,6 +139,16 @@ RouteResult ApiRoutes::generate(const HttpCall& call, OpenAiApi api,
       api == OpenAiApi::kChat ? parse_chat_request(body) : parse_completions_request(body);
   check_model(request.model);
   const char* prompt_param = api == OpenAiApi::kChat ? "messages" : "prompt";
+  const size_t max_prompts =
+      std::min(options_.max_prompts_per_request, service_.max_pending_requests());
+  if (request.prompts.size() > max_prompts) {
+    throw ApiError::bad_request(
+        fmt::format("the request has {} prompts; one request takes at most {} "
+                    "(--max-prompts-per-request {}, --max-pending-requests {})",
+                    request.prompts.size(), max_prompts, options_.max_prompts_per_request,
+                    service_.max_pending_requests()),
+        prompt_param);
+  }
 
   std::vector<EngineJob> jobs;
   for (const Prompt& prompt : request.prompts) {

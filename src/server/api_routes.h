@@ -46,6 +46,8 @@ struct ApiOptions {
   std::string served_model_name;
   std::string model_path;
   std::string api_key;  // "" = no key needed
+  // More prompts in one completions request are a 400 (as are more than can ever wait).
+  size_t max_prompts_per_request = 256;
 };
 
 class ApiRoutes {

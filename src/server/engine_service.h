@@ -42,6 +42,8 @@ class EngineService {
   EngineService(const EngineService&) = delete;
   EngineService& operator=(const EngineService&) = delete;
 
+  size_t max_pending_requests() const { return max_pending_requests_; }
+
   // Queues one engine request per job; job i reports to choice i of `stream`. Thread-safe.
   Admission submit(std::vector<EngineJob> jobs, std::shared_ptr<GenerationStream> stream);
   // Ends the stream's requests before the next engine step and frees their KV blocks (their

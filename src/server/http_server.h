@@ -1,7 +1,8 @@
 // HTTP/1.1 on Boost.Beast over Asio: every connection is a chain of asynchronous operations on
-// a few I/O threads (no thread per connection). A streamed response is written one coalesced
-// batch of events at a time, so a client that reads slowly only delays itself. While a
-// generation runs, a pending read notices the client leaving, and its request is aborted.
+// a few I/O threads (no thread per connection); the endpoints' work runs on worker lanes (small
+// and large bodies apart), so nothing a client sends can stall the I/O threads. Every connection
+// is bounded in time whatever its client does: idle and header timeouts, a write timeout for
+// readers that stall, a bounded drain before a close, and a cap on open connections.
 #pragma once
 
 #include <chrono>
@@ -19,6 +20,11 @@ struct HttpServerOptions {
   int port = 8000;  // 0 = any free port (see port())
   size_t max_body_bytes = 4 << 20;
   int io_threads = 1;
+  // Connections past this many get 503 and are closed.
+  size_t max_connections = 1000;
+  // A reply or stream whose client takes none of it for this long is dropped (its request
+  // aborted, its KV blocks freed).
+  std::chrono::milliseconds write_timeout = std::chrono::seconds(60);
 };
 
 class HttpServer {
@@ -37,7 +43,7 @@ class HttpServer {
   // Waits until no generation is in flight (each has written its last event) or `timeout`
   // passed; returns whether none is left.
   bool wait_for_generations(std::chrono::milliseconds timeout);
-  // Closes every connection and joins the I/O threads.
+  // Closes every connection and joins the I/O threads and the workers.
   void stop();
 
  private:
