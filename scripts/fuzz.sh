@@ -27,15 +27,18 @@ fuzz_one() {
   local binary=$1 target
   target=$(basename "$binary" _fuzzer)
   mkdir -p "$work/$target"
-  local dict=()
+  local options=()
   case $target in
-    chat_template) dict=(-dict=tests/fuzz/dicts/jinja.dict) ;;
+    chat_template) options=(-dict=tests/fuzz/dicts/jinja.dict) ;;
     tokenizer_codec) ;;
-    *) dict=(-dict=tests/fuzz/dicts/json.dict) ;;
+    # What clients send: up to 1 MiB, deep enough to nest tens of thousands of levels.
+    request_json) options=(-dict=tests/fuzz/dicts/json.dict -max_len=1048576) ;;
+    http_request) options=(-dict=tests/fuzz/dicts/http.dict -max_len=1048576) ;;
+    *) options=(-dict=tests/fuzz/dicts/json.dict) ;;
   esac
   set +e
   "$binary" -max_total_time="$FUZZ_SECONDS" -timeout=20 -rss_limit_mb=2560 \
-    -artifact_prefix="$FUZZ_ARTIFACTS/$target-" "${dict[@]}" \
+    -artifact_prefix="$FUZZ_ARTIFACTS/$target-" "${options[@]}" \
     "$work/$target" "tests/fuzz/corpus/$target" >"$work/$target.log" 2>&1
   echo $? >"$work/$target.status"
 }

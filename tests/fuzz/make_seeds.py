@@ -216,9 +216,53 @@ def request_seeds():
         write("request_json", f"bad_{i}.json", line)
 
 
+def http_request(method, path, body=None, headers=(), version="1.1", chunked=False):
+    lines = [f"{method} {path} HTTP/{version}", "Host: localhost", *headers]
+    payload = b""
+    if body is not None:
+        payload = body if isinstance(body, bytes) else json.dumps(body).encode()
+        if chunked:
+            lines.append("Transfer-Encoding: chunked")
+            half = len(payload) // 2
+            payload = b"".join(b"%x\r\n%s\r\n" % (len(part), part)
+                               for part in (payload[:half], payload[half:]) if part) + b"0\r\n\r\n"
+        else:
+            lines += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
+
+
+def http_seeds():
+    key = "Authorization: Bearer key"
+    chat = {"model": "fuzz", "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+            "max_tokens": 2, "chat_template_kwargs": {"enable_thinking": False}}
+    requests = {
+        "health": http_request("GET", "/health"),
+        "metrics": http_request("GET", "/metrics", version="1.0"),
+        "models": http_request("GET", "/v1/models", headers=[key]),
+        "completion": http_request("POST", "/v1/completions", {"prompt": "Hello", "max_tokens": 3,
+                                                              "seed": 7, "temperature": 0.5},
+                                   headers=[key]),
+        "completion_ids_stream": http_request(
+            "POST", "/v1/completions", {"prompt": [[1, 2], "x"], "stream": True,
+                                        "stream_options": {"include_usage": True}},
+            headers=[key, "Expect: 100-continue"]),
+        "chat_chunked": http_request("POST", "/v1/chat/completions", chat, headers=[key], chunked=True),
+        "chat_without_key": http_request("POST", "/v1/chat/completions", chat),
+        "tokenize": http_request("POST", "/tokenize", {"prompt": "Hello", "add_special_tokens": False}),
+        "tokenize_messages": http_request("POST", "/tokenize", {"messages": chat["messages"],
+                                                                "chat_template_kwargs": {"x": [1]}}),
+        "detokenize": http_request("POST", "/detokenize", {"tokens": [9707, 11]}),
+        "wrong_method": http_request("GET", "/tokenize"),
+        "gzip_chunked": http_request("POST", "/tokenize", b"{}",
+                                     headers=["Transfer-Encoding: gzip, chunked"]),
+    }
+    for name, content in requests.items():
+        write("http_request", name + ".http", content)
+
+
 def main():
     for target in ("safetensors", "safetensors_index", "model_config", "tokenizer_files",
-                   "tokenizer_codec", "chat_template", "request_json"):
+                   "tokenizer_codec", "chat_template", "request_json", "http_request"):
         shutil.rmtree(os.path.join(HERE, "corpus", target), ignore_errors=True)
         os.makedirs(os.path.join(HERE, "corpus", target))
     safetensors_seeds()
@@ -228,6 +272,7 @@ def main():
     codec_seeds()
     chat_template_seeds()
     request_seeds()
+    http_seeds()
 
 
 if __name__ == "__main__":

@@ -15,11 +15,11 @@ MODEL_NAME = "qwen3-tiny"
 
 
 class Server:
-    def __init__(self, *args, model=TIED):
+    def __init__(self, *args, model=TIED, **popen):
         self.proc = subprocess.Popen(
             [BIN, "serve", "--model", model, "--port", "0", "--served-model-name", MODEL_NAME,
              "--device", "cpu", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
         self.stderr_lines = []
         threading.Thread(target=self._collect_stderr, daemon=True).start()
         line = self.proc.stdout.readline()
