@@ -5,7 +5,7 @@
 # environment assignments ('-' for none); a variant may also name another binary of .gpu/bin
 # with BIN=name.
 #   usage: scripts/gpu-ab.sh [-r ROUNDS] VARIANT... -- BENCH_ARGS...
-#   e.g.:  scripts/gpu-ab.sh - NANOVLLM_FUSED_MLP=0 -- --model /tmp/qwen3-0.6b-random --batch-1
+#   e.g.:  scripts/gpu-ab.sh - BIN=nanovllm_b -- --model /tmp/qwen3-0.6b-random --batch-1
 set -uo pipefail
 cd "$(dirname "$0")/.."
 rounds=3

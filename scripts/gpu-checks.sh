@@ -77,19 +77,16 @@ if has attention; then
   tail -n 15 "$LOG_DIR/attention_bench.log"
   check decode_ops_bench "$bin/decode_ops_bench"
   cat "$LOG_DIR/decode_ops_bench.log"
-  check fused_decode_bench "$bin/fused_decode_bench"
-  cat "$LOG_DIR/fused_decode_bench.log"
   check launch_chain_bench "$bin/launch_chain_bench"
   cat "$LOG_DIR/launch_chain_bench.log"
 fi
 if has bench; then
   check bench "$bin/nanovllm" bench --model "$model"
   check bench_batch1 "$bin/nanovllm" bench --model "$model" --batch-1
-  check bench_batch1_fused env NANOVLLM_FUSED_DECODE=1 "$bin/nanovllm" bench --model "$model" --batch-1
   # The same two with each decode step planned only once the step before has returned.
   check bench_sync "$bin/nanovllm" bench --model "$model" --no-async-scheduling
   check bench_batch1_sync "$bin/nanovllm" bench --model "$model" --batch-1 --no-async-scheduling
-  for log in bench bench_batch1 bench_batch1_fused bench_sync bench_batch1_sync; do
+  for log in bench bench_batch1 bench_sync bench_batch1_sync; do
     while read -r line; do record "  nanovllm $log" "$line"; done \
       < <(grep -E '^(Total|batch-1|start-up)' "$LOG_DIR/$log.log")
   done

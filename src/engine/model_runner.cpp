@@ -67,7 +67,7 @@ std::vector<int> graph_sizes(int max_num_seqs) {
 
 }  // namespace
 
-ModelRunner::ModelRunner(const EngineConfig& config, Backend& backend, Qwen3Model& model)
+ModelRunner::ModelRunner(const EngineConfig& config, Backend& backend, CausalLM& model)
     : backend_(backend),
       model_(model),
       host_inputs_(input_capacity(

@@ -1,4 +1,4 @@
-// Runs scheduled batches through Qwen3Model on a Backend, as nano-vllm's ModelRunner does: owns
+// Runs scheduled batches through a CausalLM on a Backend, as nano-vllm's ModelRunner does: owns
 // the paged KV cache (sized from free device memory after a warm-up forward on the GPU), lays
 // out each step's inputs in preallocated buffers, replays captured graphs for decode batches,
 // and samples on the backend's device so only token ids (and requested logprobs) reach the host.
@@ -15,7 +15,7 @@
 #include "engine/model_executor.h"
 #include "engine/step_inputs.h"
 #include "kernels/backend.h"
-#include "model/qwen3_model.h"
+#include "model/causal_lm.h"
 #include "nanovllm/engine_config.h"
 
 namespace nanovllm {
@@ -25,7 +25,7 @@ class ModelRunner final : public ModelExecutor {
   // `backend` and `model` must outlive the runner. Sizes the KV cache unless
   // config.num_kvcache_blocks gives its block count, then captures the decode graphs unless
   // config.enforce_eager (or the backend has no graphs).
-  ModelRunner(const EngineConfig& config, Backend& backend, Qwen3Model& model);
+  ModelRunner(const EngineConfig& config, Backend& backend, CausalLM& model);
 
   ExecutorLimits limits() const override { return limits_; }
   void execute(const ScheduledBatch& batch, std::vector<SampleResult>& samples_out) override;
@@ -67,7 +67,7 @@ class ModelRunner final : public ModelExecutor {
   void sample(const ScheduledBatch& batch, const Tensor& logits, StartedStep& step);
 
   Backend& backend_;
-  Qwen3Model& model_;
+  CausalLM& model_;
   ExecutorLimits limits_;
   KVCacheShape kv_shape_;
   Buffer kv_buffer_;                    // K and V of every layer, one allocation

@@ -13,7 +13,7 @@
 #include "core/buffer.h"
 #include "engine/batch_inputs.h"
 #include "kernels/backend.h"
-#include "model/qwen3_model.h"
+#include "model/causal_lm.h"
 
 namespace nanovllm {
 

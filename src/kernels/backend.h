@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <span>
 #include <string>
 #include <utility>
 
@@ -51,29 +50,6 @@ struct LayerKVCache {
   Tensor v;
 };
 
-// One decoder layer's weights (Qwen3), in the backend's compute dtype on its device.
-struct DecoderLayerWeights {
-  Tensor input_layernorm;           // [hidden]
-  Tensor qkv_proj;                  // [(heads + 2 * kv_heads) * head_dim, hidden]: q | k | v rows
-  Tensor q_norm;                    // [head_dim]
-  Tensor k_norm;                    // [head_dim]
-  Tensor o_proj;                    // [hidden, heads * head_dim]
-  Tensor post_attention_layernorm;  // [hidden]
-  Tensor gate_up_proj;              // [2 * intermediate, hidden]: gate | up rows
-  Tensor down_proj;                 // [hidden, intermediate]
-};
-
-// The decoder stack as Backend::fused_decode_layers() takes it.
-struct DecoderStack {
-  std::span<const DecoderLayerWeights> layers;
-  std::span<const LayerKVCache> kv_cache;  // one per layer
-  Tensor embed_tokens;                     // [vocab, hidden]
-  Tensor cos_sin;                          // f32 [max_positions, head_dim] (see qk_norm_rope)
-  AttentionDims dims;
-  float eps = 1e-6f;   // of every RMSNorm
-  float scale = 1.0f;  // attention softmax scale
-};
-
 // Per-row sampling controls, device tensors of [B] rows (see kernels/sampling_math.h for the
 // exact rule both backends follow).
 struct SamplingTensors {
@@ -98,6 +74,12 @@ struct DeviceMemoryInfo {
   size_t free = 0;            // free on the device now (all processes)
   size_t allocated = 0;       // held by this backend's allocations now
   size_t peak_allocated = 0;  // most held at once since the last reset_peak_memory()
+};
+
+// The fused one-row ops a backend serves (Backend::one_row_kernels).
+struct OneRowKernels {
+  bool linears = false;  // rms_norm_linear, linear_add and silu_linear_add
+  bool mlp = false;      // rms_norm_mlp and fold_pending
 };
 
 // A recorded sequence of ops, re-run with the same pointers and launch sizes.
@@ -210,39 +192,21 @@ class Backend {
     attention(qkv, cache, metadata, dims, scale, out);
   }
 
-  // Every layer of `stack` over a decode batch (one query row per sequence: input_ids and
-  // positions i32 [B], metadata with max_seqlen_q 1) at once, where the backend has a kernel
-  // for it: embedding, then per layer what Qwen3Model's layer loop does, this step's K/V
-  // stored into stack.kv_cache. Leaves hidden [B, H] holding the last layer's MLP output and
-  // residual [B, H] the residual stream before it, as the loop does. Returns false, having
-  // done nothing, where it does not serve the batch; the caller then runs the ops.
-  virtual bool fused_decode_layers(const DecoderStack& stack, const Tensor& input_ids,
-                                   const Tensor& positions, const AttentionMetadata& metadata,
-                                   Tensor hidden, Tensor residual) {
-    (void)stack;
-    (void)input_ids;
-    (void)positions;
-    (void)metadata;
-    (void)hidden;
-    (void)residual;
-    return false;
-  }
-
   // out = silu(gate) * up where gate_up = [gate | up].  gate_up [T, 2I]; out [T, I]
   virtual void silu_mul(const Tensor& gate_up, Tensor out) = 0;
 
-  // Whether the model should run the three ops below for `rows` rows of a model with these
-  // widths (on the GPU: one row, where they pay). Each is one kernel there, in place of a norm,
-  // SiLU or residual add before or after a linear; the model runs the separate ops otherwise.
-  virtual bool fuses_linear_neighbours(int64_t rows, int64_t hidden, int64_t intermediate) const {
-    (void)rows;
-    (void)hidden;
-    (void)intermediate;
-    return false;
+  // What the one-row kernels below serve for a model of these widths: a model may run a
+  // decode batch of one row through them (one kernel each on the GPU, in place of a norm, SiLU
+  // or residual add before or after a linear, and of a whole MLP), 5 or 4 kernels a layer
+  // instead of 8. Where a flag is false, those ops throw.
+  virtual OneRowKernels one_row_kernels(int64_t hidden, int64_t intermediate) const {
+    (void)hidden, (void)intermediate;
+    return {};
   }
-  // out = rms_norm(x, norm_weight, eps) @ weight^T.  x [M, K]; norm_weight [K]; weight [N, K];
-  // out [M, N] of the compute dtype or f32. With `pending` (one row, see fuses_mlp) the input
-  // is rms_norm(x + pending) instead, the sum rounded to the compute dtype.
+  // out = rms_norm(x, norm_weight, eps) @ weight^T.  x [M, K] (M up to 8); norm_weight [K];
+  // weight [N, K]; out [M, N] of the compute dtype or f32. With `pending` (one row, see
+  // rms_norm_mlp) the input is rms_norm(x + pending) instead, the sum rounded to the compute
+  // dtype.
   virtual void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps,
                                const Tensor& weight, Tensor out, Tensor pending = {}) {
     (void)x, (void)norm_weight, (void)eps, (void)weight, (void)out, (void)pending;
@@ -257,16 +221,10 @@ class Backend {
     unserved("linear_add");
   }
 
-  // Whether the model should also run each layer's MLP as rms_norm_mlp at `rows` rows (on the
-  // GPU: one row of a model of Qwen3-0.6B's widths, where it saves a kernel; fused_mlp.h).
-  // Its output is not added to the residual stream at once but to a pending sum: int64
-  // [1, H] in fixed point, units of 2^-32, which many CTAs add to in any order with the same
-  // result. rms_norm_linear and linear_add fold it in when given it, fold_pending writes it
-  // back, and it is all zeros between those.
-  virtual bool fuses_mlp(int64_t rows, int64_t hidden, int64_t intermediate) const {
-    (void)rows, (void)hidden, (void)intermediate;
-    return false;
-  }
+  // The MLP at one row (OneRowKernels::mlp). Its output is not added to the residual stream at
+  // once but to a pending sum: int64 [1, H] in fixed point, units of 2^-32, which many CTAs add
+  // to in any order with the same result. rms_norm_linear and linear_add fold it in when given
+  // it, fold_pending writes it back, and it is all zeros between those:
   // pending += silu_mul(rms_norm(x, norm_weight, eps) @ gate_up_weight^T) @ down_weight^T,
   // each op rounded as alone except the last, whose products are summed unrounded.
   // x [1, H]; norm_weight [H]; gate_up_weight [2I, H]; down_weight [H, I]; pending i64 [1, H]
@@ -307,8 +265,7 @@ class Backend {
 
  private:
   [[noreturn]] static void unserved(const char* op) {
-    throw Error(std::string(op) +
-                ": not served by this backend (see fuses_linear_neighbours and fuses_mlp)");
+    throw Error(std::string(op) + ": not served by this backend (see one_row_kernels)");
   }
 };
 

@@ -12,8 +12,7 @@
 #include "kernels/backend.h"
 #include "llm/chat_prompt.h"
 #include "model/model_config.h"
-#include "model/qwen3_model.h"
-#include "model/qwen3_weights.h"
+#include "model/model_registry.h"
 #include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -105,7 +104,7 @@ Prompt Prompt::from_messages(nlohmann::ordered_json messages, nlohmann::ordered_
 
 struct LLM::State {
   std::unique_ptr<Backend> backend;
-  std::unique_ptr<Qwen3Model> model;
+  std::unique_ptr<CausalLM> model;
   std::optional<Tokenizer> tokenizer;
   std::optional<ChatPrompt> chat;  // when the tokenizer has a chat template
   std::unique_ptr<LLMEngine> engine;
@@ -145,11 +144,8 @@ LLM::LLM(const std::filesystem::path& model_dir, const EngineConfig& requested)
   state_->device = config.device;
   state_->dtype = dtype_name(dtype);
   state_->backend = make_backend(config.device, dtype);
-  state_->model =
-      std::make_unique<Qwen3Model>(model_config,
-                                   load_qwen3_weights(model_dir, model_config, *state_->backend,
-                                                      parse_load_format(config.load_format)),
-                                   *state_->backend);
+  state_->model = load_causal_lm(model_dir, model_config, *state_->backend,
+                                 parse_load_format(config.load_format));
   auto runner = std::make_unique<ModelRunner>(config, *state_->backend, *state_->model);
   TokenTextDecoderFactory decoders;
   if (state_->tokenizer) {
@@ -163,10 +159,10 @@ LLM::LLM(const std::filesystem::path& model_dir, const EngineConfig& requested)
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   NVLLM_LOG_INFO(
-      "loaded {} ({} layers, hidden {}, vocab {}) on {} in {} in {:.2f} s; KV cache {} "
+      "loaded {} ({}, {} layers, hidden {}, vocab {}) on {} in {} in {:.2f} s; KV cache {} "
       "blocks of {} tokens",
-      model_dir.string(), model_config.num_hidden_layers, model_config.hidden_size,
-      model_config.vocab_size, config.device, dtype_name(dtype), seconds,
+      model_dir.string(), model_config.architecture, model_config.num_hidden_layers,
+      model_config.hidden_size, model_config.vocab_size, config.device, dtype_name(dtype), seconds,
       state_->engine->limits().num_kvcache_blocks, state_->engine->limits().block_size);
 }
 

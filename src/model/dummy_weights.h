@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "model/qwen3_weight_layout.h"
+#include "model/weight_loading.h"
 
 namespace nanovllm {
 

@@ -1,4 +1,5 @@
-// The Hugging Face config.json and generation_config.json of a Qwen3 checkpoint.
+// The Hugging Face config.json and generation_config.json of a checkpoint: what the engine needs
+// of any architecture, read by the architecture's own reader (model_registry.h).
 #pragma once
 
 #include <filesystem>
@@ -10,7 +11,8 @@
 namespace nanovllm {
 
 struct ModelConfig {
-  std::string model_type;  // "qwen3"
+  std::string architecture;  // "Qwen3ForCausalLM" (model_registry.h)
+  std::string model_type;    // "qwen3"
   int vocab_size = 0;
   int hidden_size = 0;
   int intermediate_size = 0;
@@ -26,7 +28,8 @@ struct ModelConfig {
   std::vector<int> eos_token_ids;    // config.json's eos_token_id (int or list), may be empty
 };
 
-// Reads and validates <dir>/config.json; throws Error naming the file and the problem.
+// Reads and validates <dir>/config.json with the reader of the architecture it names; throws
+// Error naming the file and the problem (for an unknown architecture, the supported ones).
 ModelConfig load_model_config(const std::filesystem::path& model_dir);
 
 struct GenerationConfig {

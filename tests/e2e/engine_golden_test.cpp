@@ -19,8 +19,8 @@
 #include "engine/model_runner.h"
 #include "kernels/backend.h"
 #include "model/model_config.h"
-#include "model/qwen3_model.h"
-#include "model/qwen3_weights.h"
+#include "model/qwen3/qwen3_model.h"
+#include "model/qwen3/qwen3_weights.h"
 
 namespace nanovllm {
 namespace {

@@ -93,15 +93,15 @@ std::string shape_label(int64_t m, int64_t n, int64_t k) {
   return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
 }
 
-// The backend fuses at one row only (where it pays); the ops themselves serve up to 8 rows.
+// The one-row kernels serve half dtypes at widths a CTA holds (models take them at one row,
+// where they pay); the ops themselves serve up to 8 rows.
 TEST_P(CudaLinearNeighboursTest, ServesHalfDtypesAtOneRow) {
   const bool half = dtype() != DType::kF32;
-  EXPECT_EQ(gpu_->fuses_linear_neighbours(1, 1024, 3072), half);
-  EXPECT_EQ(gpu_->fuses_linear_neighbours(1, 4096, 12288), half);
-  EXPECT_FALSE(gpu_->fuses_linear_neighbours(2, 1024, 3072));
-  EXPECT_FALSE(gpu_->fuses_linear_neighbours(1, 5120, 3072));  // a row wider than a CTA
-  EXPECT_FALSE(gpu_->fuses_linear_neighbours(1, 1024, 3070));  // not 16-byte vectors
-  EXPECT_FALSE(cpu_->fuses_linear_neighbours(1, 1024, 3072));
+  EXPECT_EQ(gpu_->one_row_kernels(1024, 3072).linears, half);
+  EXPECT_EQ(gpu_->one_row_kernels(4096, 12288).linears, half);
+  EXPECT_FALSE(gpu_->one_row_kernels(5120, 3072).linears);  // a row wider than a CTA
+  EXPECT_FALSE(gpu_->one_row_kernels(1024, 3070).linears);  // not 16-byte vectors
+  EXPECT_FALSE(cpu_->one_row_kernels(1024, 3072).linears);
   DeviceTensor x = upload_floats(*gpu_, dtype(), {1, 5120}, random(5120));
   DeviceTensor norm = upload_floats(*gpu_, dtype(), {5120}, random(5120));
   DeviceTensor w = upload_floats(*gpu_, dtype(), {16, 5120}, random(16 * 5120));

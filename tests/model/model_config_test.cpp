@@ -52,6 +52,7 @@ TEST(ModelConfig, ReadsReleasedQwen3Config) {
   TempDir dir;
   write_file(dir / "config.json", kQwen3_0_6B);
   const ModelConfig config = load_model_config(dir.path());
+  EXPECT_EQ(config.architecture, "Qwen3ForCausalLM");
   EXPECT_EQ(config.model_type, "qwen3");
   EXPECT_EQ(config.vocab_size, 151936);
   EXPECT_EQ(config.hidden_size, 1024);
@@ -167,6 +168,13 @@ void PrintTo(const Rejection& value, std::ostream* os) {
 
 class ModelConfigRejects : public ::testing::TestWithParam<Rejection> {};
 
+TEST(ModelConfig, WithoutArchitecturesTheModelTypeChooses) {
+  TempDir dir;
+  json config = testing::tiny_config_json();
+  config.erase("architectures");
+  EXPECT_EQ(load(config, dir).architecture, "Qwen3ForCausalLM");
+}
+
 TEST_P(ModelConfigRejects, NamingFileAndField) {
   TempDir dir;
   json config = tiny_config_json();
@@ -182,6 +190,25 @@ std::vector<Rejection> rejections() {
   std::vector<Rejection> cases = {
       {"OtherModelType", [](json& c) { c["model_type"] = "llama"; }, {"'model_type'", "llama"}},
       {"MissingModelType", [](json& c) { c.erase("model_type"); }, {"'model_type'", "missing"}},
+      // The architecture comes from the registry: others are named, with the ones served.
+      {"UnknownArchitecture",
+       [](json& c) { c["architectures"] = {"LlamaForCausalLM"}; },
+       {"'architectures'", "LlamaForCausalLM", "Qwen3ForCausalLM"}},
+      {"ArchitecturesNotAList",
+       [](json& c) { c["architectures"] = "Qwen3ForCausalLM"; },
+       {"'architectures'", "list"}},
+      {"UnknownModelTypeWithoutArchitectures",
+       [](json& c) {
+         c.erase("architectures");
+         c["model_type"] = "llama";
+       },
+       {"'model_type'", "llama", "Qwen3ForCausalLM"}},
+      {"NeitherArchitecturesNorModelType",
+       [](json& c) {
+         c.erase("architectures");
+         c.erase("model_type");
+       },
+       {"'model_type'", "missing"}},
       {"YarnRopeScaling",
        [](json& c) {
          c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};

@@ -14,8 +14,8 @@
 
 #include "kernels/backend.h"
 #include "model/model_config.h"
-#include "model/qwen3_model.h"
-#include "model/qwen3_weights.h"
+#include "model/qwen3/qwen3_model.h"
+#include "model/qwen3/qwen3_weights.h"
 
 namespace nanovllm {
 namespace {

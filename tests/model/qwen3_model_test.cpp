@@ -7,7 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "model/qwen3_model.h"
+#include "model/qwen3/qwen3_model.h"
+#include "model/rotary.h"
 #include "model/tensor_dump.h"
 #include "qwen3_model_test_util.h"
 

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "model/qwen3_model.h"
+#include "model/qwen3/qwen3_model.h"
 #include "qwen3_model_test_util.h"
 
 namespace nanovllm {

@@ -12,7 +12,7 @@
 
 #include "core/buffer.h"
 #include "kernels/backend.h"
-#include "model/qwen3_model.h"
+#include "model/qwen3/qwen3_model.h"
 
 namespace nanovllm::test {
 

@@ -1,4 +1,4 @@
-#include "model/qwen3_weights.h"
+#include "model/qwen3/qwen3_weights.h"
 
 #include <gtest/gtest.h>
 

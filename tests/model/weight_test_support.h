@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "fake_backend.h"
-#include "model/qwen3_weights.h"
+#include "model/qwen3/qwen3_weights.h"
 #include "model_test_files.h"
 
 namespace nanovllm::testing {

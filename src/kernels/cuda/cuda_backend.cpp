@@ -17,7 +17,6 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_allocator.h"
 #include "kernels/cuda/elementwise_ops.h"
-#include "kernels/cuda/fused_decode.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/sampling_ops.h"
 #include "kernels/cuda/small_copy.h"
@@ -93,17 +92,6 @@ CudaBackend::CudaBackend(DType dtype) : dtype_(dtype) {
   NVLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   stream_.reset(stream);
   linear_ = std::make_unique<cuda::CublasLtLinear>();
-  const char* fused = std::getenv("NANOVLLM_FUSED_DECODE");
-  fused_decode_enabled_ = fused != nullptr && std::strcmp(fused, "1") == 0;
-  // NANOVLLM_FUSED_LINEARS=0 runs the separate ops, to measure or rule out the fusion.
-  const char* fused_linears = std::getenv("NANOVLLM_FUSED_LINEARS");
-  fused_linears_enabled_ = fused_linears == nullptr || std::strcmp(fused_linears, "0") != 0;
-  // NANOVLLM_FUSED_MLP=0 runs each MLP as two GEMVs instead, likewise.
-  const char* fused_mlp = std::getenv("NANOVLLM_FUSED_MLP");
-  fused_mlp_enabled_ = fused_mlp == nullptr || std::strcmp(fused_mlp, "0") != 0;
-  // NANOVLLM_KERNEL_COPIES=0 sends every copy through the copy engine, likewise.
-  const char* kernel_copies = std::getenv("NANOVLLM_KERNEL_COPIES");
-  kernel_copies_enabled_ = kernel_copies == nullptr || std::strcmp(kernel_copies, "0") != 0;
 #ifdef NANOVLLM_TIMELINE
   // Enough records for the last ~7 decode steps of Qwen3-0.6B at one row (~210 CTAs an SM),
   // in a file under 16 MB.
@@ -192,9 +180,8 @@ uint64_t CudaBackend::enqueue_copy(void* dst, const void* src, size_t bytes, cud
   if (bytes == 0) return 0;
   check_not_capturing(what);
   const bool up = kind == cudaMemcpyHostToDevice;
-  void* mapped = kernel_copies_enabled_ && bytes <= cuda::kSmallCopyMaxBytes
-                     ? host_memory_device_pointer(up ? src : dst)
-                     : nullptr;
+  void* mapped =
+      bytes <= cuda::kSmallCopyMaxBytes ? host_memory_device_pointer(up ? src : dst) : nullptr;
   if (mapped != nullptr) {
     cuda::small_copy(up ? dst : mapped, up ? mapped : src, bytes, stream());
   } else {
@@ -477,81 +464,6 @@ void CudaBackend::run_attention(const Tensor& qkv, const LayerKVCache& cache,
   }
   args.qk_norm_rope = fused;
   cuda::paged_attention(args, stream());
-}
-
-bool CudaBackend::fused_decode_layers(const DecoderStack& stack, const Tensor& input_ids,
-                                      const Tensor& positions, const AttentionMetadata& metadata,
-                                      Tensor hidden, Tensor residual) {
-  if (!fused_decode_enabled_ || stack.layers.empty() || input_ids.ndim() != 1) return false;
-  const int64_t rows = input_ids.size(0);
-  const Tensor& embed = stack.embed_tokens;
-  cuda::FusedDecodeShape shape;
-  shape.dtype = dtype_;
-  shape.num_layers = static_cast<int>(stack.layers.size());
-  shape.rows = static_cast<int>(std::min<int64_t>(rows, INT32_MAX));
-  shape.hidden = embed.ndim() == 2 ? static_cast<int>(embed.size(1)) : 0;
-  shape.intermediate = static_cast<int>(stack.layers[0].down_proj.size(1));
-  shape.num_heads = stack.dims.num_heads;
-  shape.num_kv_heads = stack.dims.num_kv_heads;
-  shape.head_dim = stack.dims.head_dim;
-  shape.block_size = stack.kv_cache.empty() ? 0 : static_cast<int>(stack.kv_cache[0].k.size(1));
-  if (metadata.max_seqlen_q != 1 || metadata.num_seqs != rows ||
-      stack.kv_cache.size() != stack.layers.size() || !cuda::fused_decode_supported(shape)) {
-    return false;
-  }
-
-  const AttentionDims& dims = stack.dims;
-  const int64_t hidden_size = shape.hidden;
-  check_contiguous(embed, "embed_tokens", dtype_, {-1, hidden_size});
-  check_contiguous(input_ids, "input_ids", DType::kI32, {rows});
-  check_contiguous(positions, "positions", DType::kI32, {rows});
-  check_contiguous(metadata.context_lens, "context_lens", DType::kI32, {rows});
-  check_contiguous(metadata.block_tables, "block_tables", DType::kI32, {rows, -1});
-  check_contiguous(metadata.slot_mapping, "slot_mapping", DType::kI32, {rows});
-  check_contiguous(stack.cos_sin, "cos_sin", DType::kF32, {-1, dims.head_dim});
-  check_contiguous(hidden, "fused decode hidden", dtype_, {rows, hidden_size});
-  check_contiguous(residual, "fused decode residual", dtype_, {rows, hidden_size});
-  cuda::FusedDecodeArgs args;
-  args.shape = shape;
-  for (int i = 0; i < shape.num_layers; ++i) {
-    const DecoderLayerWeights& w = stack.layers[i];
-    const LayerKVCache& cache = stack.kv_cache[i];
-    check_contiguous(w.input_layernorm, "input_layernorm", dtype_, {hidden_size});
-    check_contiguous(w.qkv_proj, "qkv_proj", dtype_, {dims.qkv_size(), hidden_size});
-    check_contiguous(w.q_norm, "q_norm", dtype_, {dims.head_dim});
-    check_contiguous(w.k_norm, "k_norm", dtype_, {dims.head_dim});
-    check_contiguous(w.o_proj, "o_proj", dtype_, {hidden_size, dims.q_size()});
-    check_contiguous(w.post_attention_layernorm, "post_attention_layernorm", dtype_, {hidden_size});
-    check_contiguous(w.gate_up_proj, "gate_up_proj", dtype_, {2 * shape.intermediate, hidden_size});
-    check_contiguous(w.down_proj, "down_proj", dtype_, {hidden_size, shape.intermediate});
-    cuda::check_kv_cache(cache, dims, dtype_);
-    NVLLM_CHECK_EQ(cache.k.size(1), int64_t{shape.block_size});
-    args.layers[i] = {w.input_layernorm.data(), w.qkv_proj.data(),
-                      w.q_norm.data(),          w.k_norm.data(),
-                      w.o_proj.data(),          w.post_attention_layernorm.data(),
-                      w.gate_up_proj.data(),    w.down_proj.data(),
-                      cache.k.data(),           cache.v.data()};
-  }
-  args.eps = stack.eps;
-  args.scale = stack.scale;
-  args.embed_tokens = embed.data();
-  args.vocab = embed.size(0);
-  args.input_ids = input_ids.data_as<int32_t>();
-  args.positions = positions.data_as<int32_t>();
-  args.context_lens = metadata.context_lens.data_as<int32_t>();
-  args.block_tables = metadata.block_tables.data_as<int32_t>();
-  args.block_table_stride = static_cast<int>(metadata.block_tables.size(1));
-  args.slot_mapping = metadata.slot_mapping.data_as<int32_t>();
-  args.num_slots = stack.kv_cache[0].k.size(0) * stack.kv_cache[0].k.size(1);
-  args.cos_sin = stack.cos_sin.data_as<float>();
-  args.max_positions = stack.cos_sin.size(0);
-  args.hidden_out = hidden.data();
-  args.residual_out = residual.data();
-  // Sized for every batch size the kernel takes, so graphs of all sizes share it.
-  args.scratch =
-      grow_scratch(fused_decode_scratch_, cuda::fused_decode_scratch_bytes(shape), "fused decode");
-  cuda::fused_decode(args, stream());
-  return true;
 }
 
 void CudaBackend::silu_mul(const Tensor& gate_up, Tensor out) {

@@ -69,15 +69,11 @@ class CudaBackend final : public Backend {
                               const Tensor& positions, const Tensor& cos_sin, float eps,
                               const AttentionDims& dims, const LayerKVCache& cache,
                               const AttentionMetadata& metadata, float scale, Tensor out) override;
-  bool fused_decode_layers(const DecoderStack& stack, const Tensor& input_ids,
-                           const Tensor& positions, const AttentionMetadata& metadata,
-                           Tensor hidden, Tensor residual) override;
   void silu_mul(const Tensor& gate_up, Tensor out) override;
-  bool fuses_linear_neighbours(int64_t rows, int64_t hidden, int64_t intermediate) const override;
+  OneRowKernels one_row_kernels(int64_t hidden, int64_t intermediate) const override;
   void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& weight,
                        Tensor out, Tensor pending) override;
   void linear_add(const Tensor& x, const Tensor& weight, Tensor residual, Tensor pending) override;
-  bool fuses_mlp(int64_t rows, int64_t hidden, int64_t intermediate) const override;
   void rms_norm_mlp(const Tensor& x, const Tensor& norm_weight, float eps,
                     const Tensor& gate_up_weight, const Tensor& down_weight,
                     Tensor pending) override;
@@ -128,14 +124,7 @@ class CudaBackend final : public Backend {
   int num_sms_ = 0;
   StreamHandle stream_;
   std::unique_ptr<cuda::CublasLtLinear> linear_;
-  // NANOVLLM_FUSED_DECODE=1: decode batches run the fused kernel (fused_decode.h) where it
-  // serves them. Off by default: it is slower than the separate kernels (docs/BENCHMARKS.md).
-  bool fused_decode_enabled_ = false;
-  bool fused_linears_enabled_ = true;
-  bool fused_mlp_enabled_ = true;
-  bool kernel_copies_enabled_ = true;
   Buffer sampling_scratch_;
-  Buffer fused_decode_scratch_;
   std::vector<Buffer> retired_scratch_;  // outgrown scratch that graphs may still name
   cuda::StreamTickets tickets_;          // of the copies
 #ifdef NANOVLLM_TIMELINE

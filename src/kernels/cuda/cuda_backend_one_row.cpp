@@ -12,15 +12,16 @@ namespace nanovllm {
 using cuda::check_contiguous;
 using cuda::check_rows;
 
-bool CudaBackend::fuses_linear_neighbours(int64_t rows, int64_t hidden,
-                                          int64_t intermediate) const {
+OneRowKernels CudaBackend::one_row_kernels(int64_t hidden, int64_t intermediate) const {
   // Every CTA of a GEMV converts the whole input itself, so that work grows with the rows: a
   // win at one row (Qwen3-0.6B's GEMVs 0.66 -> 0.60 ms a step), a loss from two rows on (at 8
-  // rows 1.09 ms against 0.75; docs/BENCHMARKS.md).
-  constexpr int64_t kMaxFusedRows = 1;
+  // rows 1.09 ms against 0.75; docs/BENCHMARKS.md). So these serve one row only.
+  OneRowKernels served;
   const bool half = dtype_ == DType::kBF16 || dtype_ == DType::kF16;
-  return fused_linears_enabled_ && half && rows >= 1 && rows <= kMaxFusedRows && hidden % 8 == 0 &&
-         hidden <= cuda::kGemvMaxNormWidth && intermediate % 8 == 0;
+  served.linears =
+      half && hidden % 8 == 0 && hidden <= cuda::kGemvMaxNormWidth && intermediate % 8 == 0;
+  served.mlp = served.linears && cuda::rms_norm_mlp_serves(dtype_, hidden, intermediate, num_sms_);
+  return served;
 }
 
 // The GEMV operands of out = x @ weight^T, checked as linear checks them; `op` names the
@@ -49,8 +50,8 @@ cuda::GemvArgs CudaBackend::gemv_args(const char* op, const Tensor& x, int64_t k
 
 void CudaBackend::run_gemv(const char* op, const cuda::GemvArgs& args) {
   NVLLM_CHECK_MSG(cuda::gemv_supported(args),
-                  "{}: {} rows of width {} into {} are not served (fuses_linear_neighbours)", op,
-                  args.m, args.k, args.n);
+                  "{}: {} rows of width {} into {} are not served (one_row_kernels)", op, args.m,
+                  args.k, args.n);
   cuda::gemv(args, stream());
 }
 
@@ -85,11 +86,6 @@ void CudaBackend::linear_add(const Tensor& x, const Tensor& weight, Tensor resid
   run_gemv("linear_add", args);
 }
 
-bool CudaBackend::fuses_mlp(int64_t rows, int64_t hidden, int64_t intermediate) const {
-  if (!fused_mlp_enabled_ || !fuses_linear_neighbours(rows, hidden, intermediate)) return false;
-  return cuda::rms_norm_mlp_serves(dtype_, hidden, intermediate, num_sms_);
-}
-
 void CudaBackend::rms_norm_mlp(const Tensor& x, const Tensor& norm_weight, float eps,
                                const Tensor& gate_up_weight, const Tensor& down_weight,
                                Tensor pending) {
@@ -116,9 +112,9 @@ void CudaBackend::rms_norm_mlp(const Tensor& x, const Tensor& norm_weight, float
   args.hidden = hidden;
   args.intermediate = intermediate;
   args.num_sms = num_sms_;
-  NVLLM_CHECK_MSG(fuses_mlp(1, hidden, intermediate),
-                  "rms_norm_mlp: hidden {} and intermediate {} are not served (fuses_mlp)", hidden,
-                  intermediate);
+  NVLLM_CHECK_MSG(one_row_kernels(hidden, intermediate).mlp,
+                  "rms_norm_mlp: hidden {} and intermediate {} are not served (one_row_kernels)",
+                  hidden, intermediate);
   cuda::rms_norm_mlp(args, stream());
 }
 

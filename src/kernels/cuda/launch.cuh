@@ -10,7 +10,7 @@
 //   kernel of the stream writes (weights, constants);
 // - it calls wait_for_prior_kernels() on every path that touches anything else, even when it
 //   only writes (the kernel before may still be reading that memory).
-// Kernels launched other ways (cuBLASLt) are ordered as usual; NANOVLLM_PDL=0 turns this off.
+// Kernels launched other ways (cuBLASLt) are ordered as usual.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,9 +21,6 @@
 
 namespace nanovllm::cuda {
 
-// False when NANOVLLM_PDL=0 (read once), to measure or rule out the overlap.
-bool overlapped_launches_enabled();
-
 // kernel<<<grid, block, smem, stream>>>(args...) with the grid's CTAs in thread block
 // clusters of `cluster` (Hopper; 1 x 1 x 1: none), which run at once and can read each other's
 // shared memory; with the early start described above.
@@ -32,10 +29,8 @@ void launch_kernel_in_clusters(dim3 cluster, void (*kernel)(Params...), dim3 gri
                                size_t smem, cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attributes[2] = {};
   unsigned count = 0;
-  if (overlapped_launches_enabled()) {
-    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attributes[count++].val.programmaticStreamSerializationAllowed = 1;
-  }
+  attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[count++].val.programmaticStreamSerializationAllowed = 1;
   if (cluster.x * cluster.y * cluster.z > 1) {
     attributes[count].id = cudaLaunchAttributeClusterDimension;
     attributes[count].val.clusterDim.x = cluster.x;

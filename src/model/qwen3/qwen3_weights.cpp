@@ -1,7 +1,8 @@
-#include "model/qwen3_weight_layout.h"
+#include "model/qwen3/qwen3_weights.h"
 
 #include <fmt/format.h>
 
+#include "core/check.h"
 #include "model/weight_conversion.h"
 
 namespace nanovllm {
@@ -56,13 +57,16 @@ Qwen3Weights allocate_qwen3_weights(const ModelConfig& config, Backend& backend)
   return weights;
 }
 
-std::vector<WeightSlot> qwen3_weight_slots(const ModelConfig& config, const Qwen3Weights& weights) {
+WeightLayout qwen3_weight_layout(const ModelConfig& config, const Qwen3Weights& weights) {
   const int64_t head_dim = config.head_dim;
   const int64_t q_rows = config.num_attention_heads * head_dim;
   const int64_t kv_rows = config.num_key_value_heads * head_dim;
   const int64_t intermediate = config.intermediate_size;
 
-  std::vector<WeightSlot> slots;
+  WeightLayout layout;
+  layout.summary = fmt::format("{} layers, tie_word_embeddings={}", config.num_hidden_layers,
+                               config.tie_word_embeddings);
+  std::vector<WeightSlot>& slots = layout.slots;
   auto add = [&](std::string name, Tensor destination, bool is_norm_gain = false) {
     std::vector<int64_t> shape;
     for (int d = 0; d < destination.ndim(); ++d) shape.push_back(destination.size(d));
@@ -88,8 +92,26 @@ std::vector<WeightSlot> qwen3_weight_slots(const ModelConfig& config, const Qwen
     add(prefix + "mlp.down_proj.weight", layer.down_proj);
   }
   add("model.norm.weight", weights.norm, true);
-  if (!config.tie_word_embeddings) add("lm_head.weight", weights.lm_head);
-  return slots;
+  if (config.tie_word_embeddings) {
+    // Some tied checkpoints ship the (identical) head anyway; the embedding is what is used.
+    layout.unused.push_back("lm_head.weight");
+  } else {
+    add("lm_head.weight", weights.lm_head);
+  }
+  return layout;
+}
+
+Qwen3Weights load_qwen3_weights(const ModelConfig& config, const WeightSource& source,
+                                Backend& backend) {
+  Qwen3Weights weights = allocate_qwen3_weights(config, backend);
+  source.fill(qwen3_weight_layout(config, weights), backend);
+  return weights;
+}
+
+Qwen3Weights load_qwen3_weights(const std::filesystem::path& model_dir, const ModelConfig& config,
+                                Backend& backend, LoadFormat format) {
+  const WeightSource source = WeightSource::open(model_dir, format);
+  return load_qwen3_weights(config, source, backend);
 }
 
 }  // namespace nanovllm

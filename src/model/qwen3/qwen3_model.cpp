@@ -3,6 +3,11 @@
 //   and a SwiGLU MLP, each added into the residual stream; final norm; LM head on the rows
 //   whose logits are wanted. The residual add is fused into the following RMSNorm.
 //
+// A decode step of one sequence runs through the backend's one-row kernels where it has them
+// (Backend::one_row_kernels): each norm rides in the linear after it and each residual add (and
+// the SiLU) in the linear before it, 5 kernels a layer instead of 8, or 4 with the MLP in one.
+// The values are the same save for the order of the norms' sums. forward() picks the path.
+//
 // Dumped names (NANOVLLM_DUMP_DIR), with T tokens, H hidden, B logit rows:
 //   input_ids, positions [T] (int32); embed [T, H]
 //   layer{i}.input_norm [T, H]; layer{i}.qkv [T, (heads + 2 kv_heads) * head_dim] (projection);
@@ -11,12 +16,13 @@
 //   layer{i}.gate_up [T, 2 I]; layer{i}.mlp_act [T, I]; layer{i}.mlp_out [T, H] (down_proj);
 //   layer{i}.output [T, H]: the residual stream after layer i (HF's hidden_states[i + 1]);
 //   final_norm [T, H]; last_hidden [B, H]; logits [B, vocab].
-#include "model/qwen3_model.h"
+#include "model/qwen3/qwen3_model.h"
 
 #include <fmt/ranges.h>
 
 #include <cmath>
 
+#include "model/rotary.h"
 #include "model/tensor_dump.h"
 
 namespace nanovllm {
@@ -37,6 +43,20 @@ struct Qwen3Model::Workspace {
   Buffer logits;        // [B, vocab]
   OwnedTensor pending;  // i64 [1, H], zeros between steps; where the backend fuses the MLP
   TensorDumper dumper;
+};
+
+// One forward's views of the workspace.
+struct Qwen3Model::Activations {
+  int64_t tokens = 0;  // T
+  int64_t rows = 0;    // B
+  Tensor residual;     // [T, H]
+  Tensor h;            // [T, H]
+  Tensor qkv;          // [T, (nq + 2 nkv) D]
+  Tensor attn;         // [T, nq D]
+  Tensor gate_up;      // [T, 2 I]
+  Tensor act;          // [T, I]
+  Tensor last_hidden;  // [B, H]
+  Tensor logits;       // f32 [B, V]
 };
 
 namespace {
@@ -60,33 +80,6 @@ void reserve_buffer(Buffer& buffer, size_t bytes, Device device) {
 }
 
 }  // namespace
-
-std::vector<float> rotary_cos_sin_table(int max_positions, int head_dim, double theta) {
-  NVLLM_CHECK_GT(max_positions, 0);
-  NVLLM_CHECK_MSG(head_dim > 0 && head_dim % 2 == 0, "head_dim {} must be positive and even",
-                  head_dim);
-  const int half = head_dim / 2;
-  // HF: inv_freq = 1.0 / (base ** (arange(0, dim, 2).float() / dim)), all float32; the float32
-  // pow is evaluated in double and rounded once.
-  const float base = static_cast<float>(theta);
-  std::vector<float> inv_freq(half);
-  for (int i = 0; i < half; ++i) {
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-    const float power = static_cast<float>(std::pow(static_cast<double>(base), exponent));
-    inv_freq[i] = 1.0f / power;
-  }
-  // HF: freqs = position (float32) * inv_freq (float32), rounded to float32; cos/sin of that.
-  std::vector<float> table(static_cast<size_t>(max_positions) * head_dim);
-  for (int p = 0; p < max_positions; ++p) {
-    float* row = table.data() + static_cast<size_t>(p) * head_dim;
-    for (int i = 0; i < half; ++i) {
-      const float angle = static_cast<float>(p) * inv_freq[i];
-      row[i] = static_cast<float>(std::cos(static_cast<double>(angle)));
-      row[half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
-    }
-  }
-  return table;
-}
 
 Qwen3Model::Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend& backend)
     : config_(config), weights_(std::move(weights)), backend_(backend) {
@@ -125,7 +118,8 @@ Qwen3Model::Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend&
   workspace_->cos_sin =
       OwnedTensor(DType::kF32, {c.max_position_embeddings, dims.head_dim}, device);
   backend.upload(workspace_->cos_sin.tensor, table.data());
-  if (backend.fuses_mlp(1, hidden, c.intermediate_size)) {
+  one_row_ = backend.one_row_kernels(hidden, c.intermediate_size);
+  if (one_row_.mlp) {
     workspace_->pending = OwnedTensor(DType::kI64, {1, hidden}, device);
     const std::vector<int64_t> zeros(hidden, 0);
     backend.upload(workspace_->pending.tensor, zeros.data());
@@ -134,10 +128,6 @@ Qwen3Model::Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend&
 
 bool Qwen3Model::dumps_tensors() const {
   return workspace_->dumper.enabled();
-}
-
-AttentionDims Qwen3Model::attention_dims() const {
-  return {config_.num_attention_heads, config_.num_key_value_heads, config_.head_dim};
 }
 
 void Qwen3Model::reserve(int64_t tokens, int64_t logit_rows) {
@@ -175,129 +165,133 @@ Tensor Qwen3Model::forward(const ForwardBatch& batch, const std::vector<LayerKVC
   const int64_t hidden = c.hidden_size;
   const int64_t inter = c.intermediate_size;
   const AttentionDims dims = attention_dims();
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dims.head_dim)));
   const DType dtype = backend_.compute_dtype();
 
   reserve(tokens, rows);
   Workspace& ws = *workspace_;
-  Tensor residual = ws.residual.as_tensor(dtype, {tokens, hidden});        // [T, H]
-  Tensor h = ws.hidden.as_tensor(dtype, {tokens, hidden});                 // [T, H]
-  Tensor qkv = ws.qkv.as_tensor(dtype, {tokens, dims.qkv_size()});         // [T, (nq + 2 nkv) D]
-  Tensor attn = ws.attn.as_tensor(dtype, {tokens, dims.q_size()});         // [T, nq D]
-  Tensor gate_up = ws.gate_up.as_tensor(dtype, {tokens, 2 * inter});       // [T, 2 I]
-  Tensor act = ws.act.as_tensor(dtype, {tokens, inter});                   // [T, I]
-  Tensor last_hidden = ws.last_hidden.as_tensor(dtype, {rows, hidden});    // [B, H]
-  Tensor logits = ws.logits.as_tensor(DType::kF32, {rows, c.vocab_size});  // [B, V]
+  Activations a;
+  a.tokens = tokens;
+  a.rows = rows;
+  a.residual = ws.residual.as_tensor(dtype, {tokens, hidden});
+  a.h = ws.hidden.as_tensor(dtype, {tokens, hidden});
+  a.qkv = ws.qkv.as_tensor(dtype, {tokens, dims.qkv_size()});
+  a.attn = ws.attn.as_tensor(dtype, {tokens, dims.q_size()});
+  a.gate_up = ws.gate_up.as_tensor(dtype, {tokens, 2 * inter});
+  a.act = ws.act.as_tensor(dtype, {tokens, inter});
+  a.last_hidden = ws.last_hidden.as_tensor(dtype, {rows, hidden});
+  a.logits = ws.logits.as_tensor(DType::kF32, {rows, c.vocab_size});
 
   TensorDumper& dumper = ws.dumper;
+  dumper.dump("input_ids", batch.input_ids);
+  dumper.dump("positions", batch.positions);
+  // The residual stream starts as the embeddings; layer 0's input norm reads it directly.
+  backend_.embedding(batch.input_ids, weights_.embed_tokens, a.residual);  // [T, H]
+  dumper.dump("embed", a.residual);
+  // The one-row path does not keep the intermediates that a dump shows.
+  if (tokens == 1 && one_row_.linears && !dumper.enabled()) {
+    return forward_one_row(batch, kv_cache, a);
+  }
+  return forward_rows(batch, kv_cache, a);
+}
+
+void Qwen3Model::attend(int layer, const ForwardBatch& batch, const LayerKVCache& cache,
+                        const Activations& a) {
+  const Qwen3LayerWeights& w = weights_.layers[layer];
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  const AttentionDims dims = attention_dims();
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dims.head_dim)));
+  const Tensor& cos_sin = workspace_->cos_sin.tensor;
+  TensorDumper& dumper = workspace_->dumper;
+  if (dumper.enabled()) {  // the normalized q and k, which the fused op may not write back
+    backend_.qk_norm_rope_store_kv(a.qkv, w.q_norm, w.k_norm, batch.positions, cos_sin, eps, dims,
+                                   cache, batch.attention);
+    dumper.dump(fmt::format("layer{}.qk_rope", layer), a.qkv);
+    backend_.attention(a.qkv, cache, batch.attention, dims, scale, a.attn);
+    dumper.dump(fmt::format("layer{}.attn", layer), a.attn);
+    return;
+  }
+  backend_.qk_norm_rope_attention(a.qkv, w.q_norm, w.k_norm, batch.positions, cos_sin, eps, dims,
+                                  cache, batch.attention, scale, a.attn);
+}
+
+Tensor Qwen3Model::forward_one_row(const ForwardBatch& batch,
+                                   const std::vector<LayerKVCache>& kv_cache,
+                                   const Activations& a) {
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  // With the MLP in one kernel, its output stays pending until the next linear folds it into
+  // the residual stream. Only the residual stream is kept between kernels.
+  const Tensor pending = one_row_.mlp ? workspace_->pending.tensor : Tensor();  // [1, H] or none
+  for (int i = 0; i < config_.num_hidden_layers; ++i) {
+    const Qwen3LayerWeights& w = weights_.layers[i];
+    backend_.rms_norm_linear(a.residual, w.input_layernorm, eps, w.qkv_proj, a.qkv, pending);
+    attend(i, batch, kv_cache[i], a);
+    backend_.linear_add(a.attn, w.o_proj, a.residual, pending);
+    if (one_row_.mlp) {
+      backend_.rms_norm_mlp(a.residual, w.post_attention_layernorm, eps, w.gate_up_proj,
+                            w.down_proj, pending);
+      continue;
+    }
+    backend_.rms_norm_linear(a.residual, w.post_attention_layernorm, eps, w.gate_up_proj,
+                             a.gate_up);
+    backend_.silu_linear_add(a.gate_up, w.down_proj, a.residual);
+  }
+  if (one_row_.mlp) backend_.fold_pending(a.residual, pending);
+  // The final norm rides in the LM head.
+  const Tensor sampled = a.rows == a.tokens ? a.residual : a.last_hidden;  // [B, H]
+  if (a.rows != a.tokens) backend_.gather_rows(a.residual, batch.last_token_indices, a.last_hidden);
+  backend_.rms_norm_linear(sampled, weights_.norm, eps, weights_.lm_head, a.logits);  // [B, V]
+  return a.logits;
+}
+
+Tensor Qwen3Model::forward_rows(const ForwardBatch& batch,
+                                const std::vector<LayerKVCache>& kv_cache, const Activations& a) {
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  TensorDumper& dumper = workspace_->dumper;
   auto dump_layer = [&](int layer, std::string_view what, const Tensor& t) {
     if (dumper.enabled()) dumper.dump(fmt::format("layer{}.{}", layer, what), t);
   };
-  dumper.dump("input_ids", batch.input_ids);
-  dumper.dump("positions", batch.positions);
-
-  // A decode batch may run every layer in one go (the backend says whether it does); it
-  // leaves h and residual as the loop below would.
-  const bool decode = batch.attention.max_seqlen_q == 1 && tokens == batch.attention.num_seqs;
-  DecoderStack stack;
-  stack.layers = weights_.layers;
-  stack.kv_cache = kv_cache;
-  stack.embed_tokens = weights_.embed_tokens;
-  stack.cos_sin = ws.cos_sin.tensor;
-  stack.dims = dims;
-  stack.eps = eps;
-  stack.scale = scale;
-  const bool fused = decode && !dumper.enabled() &&
-                     backend_.fused_decode_layers(stack, batch.input_ids, batch.positions,
-                                                  batch.attention, h, residual);
-
-  // The residual stream starts as the embeddings; layer 0's input norm reads it directly.
-  if (!fused) backend_.embedding(batch.input_ids, weights_.embed_tokens, residual);  // [T, H]
-  dumper.dump("embed", residual);
-
-  // q/k norm, rotary, this step's K/V into the cache and attention: qkv -> attn [T, nq D].
-  const auto attend = [&](int i, const Qwen3LayerWeights& w) {
-    if (dumper.enabled()) {  // the normalized q and k, which the fused op may not write back
-      backend_.qk_norm_rope_store_kv(qkv, w.q_norm, w.k_norm, batch.positions, ws.cos_sin.tensor,
-                                     eps, dims, kv_cache[i], batch.attention);
-      dump_layer(i, "qk_rope", qkv);
-      backend_.attention(qkv, kv_cache[i], batch.attention, dims, scale, attn);
-    } else {
-      backend_.qk_norm_rope_attention(qkv, w.q_norm, w.k_norm, batch.positions, ws.cos_sin.tensor,
-                                      eps, dims, kv_cache[i], batch.attention, scale, attn);
-    }
-    dump_layer(i, "attn", attn);
-  };
-
-  // Where the backend fuses them, each norm rides in the linear after it and each residual add
-  // (and the SiLU) in the linear before it: 5 ops a layer instead of 8, the same values save
-  // for the order of the norms' sums. Only the residual stream is kept between them.
-  const bool fuse_linears =
-      !fused && !dumper.enabled() && backend_.fuses_linear_neighbours(tokens, hidden, inter);
-  // Where the backend also fuses the MLP, its output stays pending until the next linear
-  // folds it into the residual stream: 4 ops a layer.
-  const bool fuse_mlp =
-      fuse_linears && ws.pending.tensor.defined() && backend_.fuses_mlp(tokens, hidden, inter);
-  const Tensor pending = fuse_mlp ? ws.pending.tensor : Tensor();  // [1, H] or none
-  for (int i = 0; i < (fuse_linears ? c.num_hidden_layers : 0); ++i) {
-    const Qwen3LayerWeights& w = weights_.layers[i];
-    backend_.rms_norm_linear(residual, w.input_layernorm, eps, w.qkv_proj, qkv, pending);
-    attend(i, w);
-    backend_.linear_add(attn, w.o_proj, residual, pending);
-    if (fuse_mlp) {
-      backend_.rms_norm_mlp(residual, w.post_attention_layernorm, eps, w.gate_up_proj, w.down_proj,
-                            pending);
-      continue;
-    }
-    backend_.rms_norm_linear(residual, w.post_attention_layernorm, eps, w.gate_up_proj, gate_up);
-    backend_.silu_linear_add(gate_up, w.down_proj, residual);
-  }
-  if (fuse_mlp) backend_.fold_pending(residual, pending);
-
-  for (int i = 0; i < (fused || fuse_linears ? 0 : c.num_hidden_layers); ++i) {
+  for (int i = 0; i < config_.num_hidden_layers; ++i) {
     const Qwen3LayerWeights& w = weights_.layers[i];
     if (i == 0) {
-      backend_.rms_norm(residual, w.input_layernorm, eps, h);  // h [T, H]
+      backend_.rms_norm(a.residual, w.input_layernorm, eps, a.h);  // h [T, H]
     } else {
-      backend_.add_rms_norm(h, residual, w.input_layernorm, eps);  // residual += h; h = norm
-      dump_layer(i - 1, "output", residual);
+      backend_.add_rms_norm(a.h, a.residual, w.input_layernorm, eps);  // residual += h; h = norm
+      dump_layer(i - 1, "output", a.residual);
     }
-    dump_layer(i, "input_norm", h);
+    dump_layer(i, "input_norm", a.h);
 
-    backend_.linear(h, w.qkv_proj, qkv);  // [T, (nq + 2 nkv) D]
-    dump_layer(i, "qkv", qkv);
-    attend(i, w);
-    backend_.linear(attn, w.o_proj, h);  // [T, H]
-    dump_layer(i, "attn_out", h);
+    backend_.linear(a.h, w.qkv_proj, a.qkv);  // [T, (nq + 2 nkv) D]
+    dump_layer(i, "qkv", a.qkv);
+    attend(i, batch, kv_cache[i], a);
+    backend_.linear(a.attn, w.o_proj, a.h);  // [T, H]
+    dump_layer(i, "attn_out", a.h);
 
-    backend_.add_rms_norm(h, residual, w.post_attention_layernorm, eps);  // residual += attn
-    dump_layer(i, "post_attention_norm", h);
-    backend_.linear(h, w.gate_up_proj, gate_up);  // [T, 2 I]
-    dump_layer(i, "gate_up", gate_up);
-    backend_.silu_mul(gate_up, act);  // [T, I]
-    dump_layer(i, "mlp_act", act);
-    backend_.linear(act, w.down_proj, h);  // [T, H]
-    dump_layer(i, "mlp_out", h);
+    backend_.add_rms_norm(a.h, a.residual, w.post_attention_layernorm, eps);  // residual += attn
+    dump_layer(i, "post_attention_norm", a.h);
+    backend_.linear(a.h, w.gate_up_proj, a.gate_up);  // [T, 2 I]
+    dump_layer(i, "gate_up", a.gate_up);
+    backend_.silu_mul(a.gate_up, a.act);  // [T, I]
+    dump_layer(i, "mlp_act", a.act);
+    backend_.linear(a.act, w.down_proj, a.h);  // [T, H]
+    dump_layer(i, "mlp_out", a.h);
   }
+  backend_.add_rms_norm(a.h, a.residual, weights_.norm, eps);  // residual += mlp; h = final norm
+  dump_layer(config_.num_hidden_layers - 1, "output", a.residual);
+  dumper.dump("final_norm", a.h);
 
   // Row indices increase, so with as many rows as tokens (decode) the gather is the identity.
-  if (fuse_linears) {  // the final norm rides in the LM head
-    const Tensor sampled = rows == tokens ? residual : last_hidden;  // [B, H]
-    if (rows != tokens) backend_.gather_rows(residual, batch.last_token_indices, last_hidden);
-    backend_.rms_norm_linear(sampled, weights_.norm, eps, weights_.lm_head, logits);  // [B, V]
-    return logits;
-  }
-  backend_.add_rms_norm(h, residual, weights_.norm, eps);  // residual += mlp; h = final norm
-  dump_layer(c.num_hidden_layers - 1, "output", residual);
-  dumper.dump("final_norm", h);
-
-  const Tensor sampled_hidden = rows == tokens ? h : last_hidden;  // [B, H]
-  if (rows != tokens) backend_.gather_rows(h, batch.last_token_indices, last_hidden);
+  const Tensor sampled_hidden = a.rows == a.tokens ? a.h : a.last_hidden;  // [B, H]
+  if (a.rows != a.tokens) backend_.gather_rows(a.h, batch.last_token_indices, a.last_hidden);
   dumper.dump("last_hidden", sampled_hidden);
-  backend_.linear(sampled_hidden, weights_.lm_head, logits);  // [B, V]
-  dumper.dump("logits", logits);
-  return logits;
+  backend_.linear(sampled_hidden, weights_.lm_head, a.logits);  // [B, V]
+  dumper.dump("logits", a.logits);
+  return a.logits;
+}
+
+std::unique_ptr<CausalLM> load_qwen3(const ModelConfig& config, const WeightSource& weights,
+                                     Backend& backend) {
+  return std::make_unique<Qwen3Model>(config, load_qwen3_weights(config, weights, backend),
+                                      backend);
 }
 
 }  // namespace nanovllm

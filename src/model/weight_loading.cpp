@@ -1,7 +1,8 @@
-// Loading Qwen3 weights: match the checkpoint's tensors against the layout the config implies,
-// check every shape and dtype before copying anything, then convert and upload tensor by tensor.
-#include "model/qwen3_weights.h"
+// Loading weights: match the checkpoint's tensors against the layout, check every shape and dtype
+// before copying anything, then convert and upload tensor by tensor.
+#include "model/weight_loading.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <set>
@@ -10,7 +11,6 @@
 #include "core/check.h"
 #include "core/logging.h"
 #include "model/dummy_weights.h"
-#include "model/qwen3_weight_layout.h"
 #include "model/safetensors.h"
 #include "model/weight_conversion.h"
 
@@ -38,8 +38,8 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 // Pairs every slot with its checkpoint tensor; a missing, unexpected, mis-typed or mis-shaped
 // tensor is an Error.
 std::vector<const SafetensorsTensor*> match_checkpoint(const SafetensorsCheckpoint& checkpoint,
-                                                       const ModelConfig& config,
-                                                       const std::vector<WeightSlot>& slots) {
+                                                       const WeightLayout& layout) {
+  const std::vector<WeightSlot>& slots = layout.slots;
   std::vector<const SafetensorsTensor*> matched;
   std::vector<std::string> missing;
   std::set<std::string, std::less<>> expected;
@@ -51,18 +51,15 @@ std::vector<const SafetensorsTensor*> match_checkpoint(const SafetensorsCheckpoi
   std::vector<std::string> unexpected;
   for (const auto& [name, tensor] : checkpoint.tensors()) {
     if (expected.count(name)) continue;
-    if (config.tie_word_embeddings && name == "lm_head.weight") {
-      // Some tied checkpoints ship the (identical) head anyway; the embedding is what is used.
-      NVLLM_LOG_DEBUG("{}: ignoring lm_head.weight: tie_word_embeddings is set",
-                      tensor->file.string());
+    if (std::find(layout.unused.begin(), layout.unused.end(), name) != layout.unused.end()) {
+      NVLLM_LOG_DEBUG("{}: ignoring {}: the model does not read it", tensor->file.string(), name);
       continue;
     }
     unexpected.push_back(fmt::format("{} (in {})", name, tensor->file.filename().string()));
   }
   if (!missing.empty() || !unexpected.empty()) {
     std::string problem = fmt::format(
-        "{}: tensors do not match config.json ({} layers, tie_word_embeddings={}):",
-        checkpoint.source().string(), config.num_hidden_layers, config.tie_word_embeddings);
+        "{}: tensors do not match config.json ({}):", checkpoint.source().string(), layout.summary);
     if (!missing.empty()) {
       problem += fmt::format(" missing {} tensor(s): {}", missing.size(), first_few(missing));
     }
@@ -87,9 +84,10 @@ std::vector<const SafetensorsTensor*> match_checkpoint(const SafetensorsCheckpoi
   return matched;
 }
 
-void load_checkpoint(const SafetensorsCheckpoint& checkpoint, const ModelConfig& config,
-                     const std::vector<WeightSlot>& slots, Backend& backend) {
-  const std::vector<const SafetensorsTensor*> matched = match_checkpoint(checkpoint, config, slots);
+void load_checkpoint(const SafetensorsCheckpoint& checkpoint, const WeightLayout& layout,
+                     Backend& backend) {
+  const std::vector<WeightSlot>& slots = layout.slots;
+  const std::vector<const SafetensorsTensor*> matched = match_checkpoint(checkpoint, layout);
   const DType dtype = backend.compute_dtype();
   StagedUploader uploader(backend);
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -114,27 +112,27 @@ void load_checkpoint(const SafetensorsCheckpoint& checkpoint, const ModelConfig&
 
 }  // namespace
 
-Qwen3Weights load_qwen3_weights(const std::filesystem::path& model_dir, const ModelConfig& config,
-                                Backend& backend, LoadFormat format) {
+WeightSource WeightSource::open(const std::filesystem::path& model_dir, LoadFormat format) {
+  WeightSource source;
+  if (format == LoadFormat::kSafetensors)
+    source.checkpoint_ = SafetensorsCheckpoint::open(model_dir);
+  return source;
+}
+
+void WeightSource::fill(const WeightLayout& layout, Backend& backend) const {
   const auto start = std::chrono::steady_clock::now();
-  // Broken files are reported before any device memory is taken.
-  std::optional<SafetensorsCheckpoint> checkpoint;
-  if (format == LoadFormat::kSafetensors) checkpoint = SafetensorsCheckpoint::open(model_dir);
-  Qwen3Weights weights = allocate_qwen3_weights(config, backend);
-  const std::vector<WeightSlot> slots = qwen3_weight_slots(config, weights);
-  if (checkpoint) {
-    load_checkpoint(*checkpoint, config, slots, backend);
+  if (checkpoint_) {
+    load_checkpoint(*checkpoint_, layout, backend);
   } else {
-    fill_dummy_weights(slots, backend);
+    fill_dummy_weights(layout.slots, backend);
   }
   size_t bytes = 0;
-  for (const Buffer& buffer : weights.storage) bytes += buffer.bytes();
+  for (const WeightSlot& slot : layout.slots) bytes += slot.destination.nbytes();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   NVLLM_LOG_INFO("{} weights: {} tensors, {:.1f} MiB in {} on {}, {:.2f} s",
-                 format == LoadFormat::kDummy ? "dummy" : "loaded", slots.size(), bytes / 1048576.0,
+                 checkpoint_ ? "loaded" : "dummy", layout.slots.size(), bytes / 1048576.0,
                  dtype_name(backend.compute_dtype()), device_name(backend.device()), seconds);
-  return weights;
 }
 
 }  // namespace nanovllm

@@ -1,0 +1,70 @@
+#include "model/model_registry.h"
+
+#include <fmt/format.h>
+
+#include <string>
+
+#include "core/check.h"
+#include "core/json_input.h"
+#include "model/qwen3/qwen3_model.h"
+
+namespace nanovllm {
+namespace {
+
+constexpr const ModelArchitecture* kArchitectures[] = {
+    &kQwen3Architecture,
+};
+
+std::string supported_names() {
+  std::string names;
+  for (const ModelArchitecture* architecture : kArchitectures) {
+    names += fmt::format("{}{} (model_type \"{}\")", names.empty() ? "" : ", ", architecture->name,
+                         architecture->model_type);
+  }
+  return names;
+}
+
+}  // namespace
+
+std::span<const ModelArchitecture* const> model_architectures() {
+  return kArchitectures;
+}
+
+const ModelArchitecture& find_architecture(const ConfigFields& fields) {
+  if (const nlohmann::json* names = fields.find("architectures")) {
+    if (!names->is_array() || names->empty() || !(*names)[0].is_string()) {
+      fields.fail("architectures",
+                  fmt::format("must be a non-empty list of names, got {}", json_excerpt(*names)));
+    }
+    const std::string name = (*names)[0].get<std::string>();
+    for (const ModelArchitecture* architecture : kArchitectures) {
+      if (architecture->name == name) return *architecture;
+    }
+    fields.fail("architectures", fmt::format("names \"{}\", which this build does not serve; it "
+                                             "serves {}",
+                                             name, supported_names()));
+  }
+  const std::string type = fields.string("model_type", "");
+  if (type.empty()) {
+    fields.fail("model_type", "is required (with no 'architectures' to go by) but missing");
+  }
+  for (const ModelArchitecture* architecture : kArchitectures) {
+    if (architecture->model_type == type) return *architecture;
+  }
+  fields.fail("model_type", fmt::format("is \"{}\", which this build does not serve; it serves {}",
+                                        type, supported_names()));
+}
+
+std::unique_ptr<CausalLM> load_causal_lm(const std::filesystem::path& model_dir,
+                                         const ModelConfig& config, Backend& backend,
+                                         LoadFormat format) {
+  for (const ModelArchitecture* architecture : kArchitectures) {
+    if (architecture->name != config.architecture) continue;
+    const WeightSource weights = WeightSource::open(model_dir, format);
+    return architecture->load(config, weights, backend);
+  }
+  throw Error(fmt::format("no architecture \"{}\"; this build serves {}", config.architecture,
+                          supported_names()));
+}
+
+}  // namespace nanovllm

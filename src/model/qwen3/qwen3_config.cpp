@@ -1,0 +1,150 @@
+// config.json of a Qwen3 checkpoint, read with transformers' Qwen3Config semantics and
+// rejecting every option this engine does not implement rather than computing something else.
+#include <climits>
+#include <optional>
+#include <string>
+
+#include "core/check.h"
+#include "core/json_input.h"
+#include "model/qwen3/qwen3_model.h"
+
+namespace nanovllm {
+namespace {
+
+using nlohmann::json;
+
+// Checks one rope dict (rope_scaling or rope_parameters) for options other than plain RoPE and
+// returns the rope_theta it carries, if any.
+std::optional<double> check_rope_dict(const ConfigFields& fields, const std::string& name) {
+  const json* dict = fields.find(name);
+  if (dict == nullptr) return std::nullopt;
+  if (!dict->is_object()) {
+    fields.fail(name, fmt::format("must be an object or null, got {}", json_excerpt(*dict)));
+  }
+  for (const auto& [key, value] : dict->items()) {
+    if (value.is_object()) {
+      fields.fail(name + "." + key,
+                  "holds per-layer-type RoPE parameters, which are not supported");
+    }
+  }
+  for (const char* type_key : {"rope_type", "type"}) {
+    auto it = dict->find(type_key);
+    if (it == dict->end() || it->is_null()) continue;
+    if (!it->is_string() || it->get<std::string>() != "default") {
+      fields.fail(
+          name + "." + type_key,
+          fmt::format("is {}; only \"default\" RoPE (no scaling) is supported", json_excerpt(*it)));
+    }
+  }
+  auto factor = dict->find("partial_rotary_factor");
+  if (factor != dict->end() && !factor->is_null() &&
+      !(factor->is_number() && factor->get<double>() == 1.0)) {
+    fields.fail(
+        name + ".partial_rotary_factor",
+        fmt::format("is {}; only full-dimension RoPE (1.0) is supported", json_excerpt(*factor)));
+  }
+  auto theta = dict->find("rope_theta");
+  if (theta == dict->end() || theta->is_null()) return std::nullopt;
+  return fields.positive_number(name + ".rope_theta", *theta);
+}
+
+// rope_theta as transformers resolves it: the effective rope dict (rope_scaling when set,
+// otherwise rope_parameters) wins over the top-level field, which wins over 10000.
+double resolve_rope_theta(const ConfigFields& fields) {
+  const std::optional<double> from_scaling = check_rope_dict(fields, "rope_scaling");
+  const std::optional<double> from_parameters = check_rope_dict(fields, "rope_parameters");
+  const json* scaling = fields.find("rope_scaling");
+  const bool scaling_is_effective = scaling != nullptr && !scaling->empty();
+  if (scaling_is_effective && from_scaling) return *from_scaling;
+  if (!scaling_is_effective && from_parameters) return *from_parameters;
+  if (const json* top = fields.find("rope_theta"))
+    return fields.positive_number("rope_theta", *top);
+  return 10000.0;
+}
+
+void reject_unsupported_options(const ConfigFields& fields) {
+  if (fields.boolean("use_sliding_window", false)) {
+    fields.fail("use_sliding_window", "is true; sliding-window attention is not supported");
+  }
+  if (fields.boolean("attention_bias", false)) {
+    fields.fail("attention_bias", "is true; attention projections with bias are not supported");
+  }
+  const std::string activation = fields.string("hidden_act", "silu");
+  if (activation != "silu") {
+    fields.fail("hidden_act", fmt::format("is \"{}\"; only \"silu\" is supported", activation));
+  }
+  if (fields.find("quantization_config") != nullptr) {
+    fields.fail("quantization_config", "is set; quantized checkpoints are not supported");
+  }
+  if (const json* layer_types = fields.find("layer_types")) {
+    if (!layer_types->is_array()) {
+      fields.fail("layer_types", fmt::format("must be a list, got {}", json_excerpt(*layer_types)));
+    }
+    for (const json& type : *layer_types) {
+      if (type != "full_attention") {
+        fields.fail("layer_types", fmt::format("contains {}; only \"full_attention\" is supported",
+                                               json_excerpt(type)));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+ModelConfig read_qwen3_config(const ConfigFields& fields) {
+  ModelConfig config;
+  config.model_type = fields.string("model_type", "");
+  if (config.model_type.empty()) fields.fail("model_type", "is required but missing");
+  if (config.model_type != kQwen3Architecture.model_type) {
+    fields.fail("model_type",
+                fmt::format("is \"{}\"; Qwen3ForCausalLM needs \"qwen3\"", config.model_type));
+  }
+  reject_unsupported_options(fields);
+
+  config.vocab_size = fields.positive_int("vocab_size");
+  config.hidden_size = fields.positive_int("hidden_size");
+  config.intermediate_size = fields.positive_int("intermediate_size");
+  config.num_hidden_layers = fields.positive_int("num_hidden_layers");
+  config.num_attention_heads = fields.positive_int("num_attention_heads");
+  // transformers fills an absent size with Qwen3-8B's value; a config that omits one describes
+  // some other model, so sizes are required here. A null num_key_value_heads means one kv head
+  // per query head, as in transformers.
+  if (!fields.present("num_key_value_heads")) {
+    fields.fail("num_key_value_heads", "is required (a positive integer, or null) but missing");
+  }
+  config.num_key_value_heads =
+      fields.positive_int("num_key_value_heads", config.num_attention_heads);
+  // transformers' Qwen3Config defaults head_dim to 128, not hidden / heads; every Qwen3 model
+  // uses 128, and the weight shape checks catch a checkpoint that disagrees.
+  config.head_dim = fields.positive_int("head_dim", 128);
+  config.max_position_embeddings = fields.positive_int("max_position_embeddings");
+  if (config.num_attention_heads % config.num_key_value_heads != 0) {
+    fields.fail("num_attention_heads",
+                fmt::format("({}) must be a multiple of num_key_value_heads ({})",
+                            config.num_attention_heads, config.num_key_value_heads));
+  }
+  // Merged projections index rows with int: keep their row counts representable.
+  const int64_t qkv_rows =
+      (int64_t{config.num_attention_heads} + 2 * int64_t{config.num_key_value_heads}) *
+      config.head_dim;
+  if (qkv_rows > INT_MAX) {
+    fields.fail("head_dim", fmt::format("makes the qkv projection too large ({} rows)", qkv_rows));
+  }
+  if (2 * int64_t{config.intermediate_size} > INT_MAX) {
+    fields.fail("intermediate_size", fmt::format("is too large ({})", config.intermediate_size));
+  }
+
+  if (const json* eps = fields.find("rms_norm_eps")) {
+    config.rms_norm_eps = fields.positive_number("rms_norm_eps", *eps);
+  }
+  config.rope_theta = resolve_rope_theta(fields);
+  config.tie_word_embeddings = fields.boolean("tie_word_embeddings", false);
+
+  config.torch_dtype = fields.torch_dtype();
+  if (const json* eos = fields.find("eos_token_id")) {
+    config.eos_token_ids = fields.token_ids("eos_token_id", *eos);
+  }
+  return config;
+}
+
+}  // namespace nanovllm

@@ -1,0 +1,54 @@
+// Qwen3 (Qwen3ForCausalLM): its config reader (qwen3_config.cpp), its weights
+// (qwen3_weights.h) and its forward pass, straight-line code over the Backend ops.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "model/causal_lm.h"
+#include "model/model_registry.h"
+#include "model/qwen3/qwen3_weights.h"
+
+namespace nanovllm {
+
+class Qwen3Model final : public CausalLM {
+ public:
+  // Checks every weight's shape against the config. Intermediate tensors are dumped when
+  // NANOVLLM_DUMP_DIR is set (see tensor_dump.h and qwen3_model.cpp for the names).
+  Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend& backend);
+
+  const ModelConfig& config() const override { return config_; }
+  bool dumps_tensors() const override;
+  void reserve(int64_t tokens, int64_t logit_rows) override;
+  Tensor forward(const ForwardBatch& batch, const std::vector<LayerKVCache>& kv_cache) override;
+
+ private:
+  struct Workspace;
+  struct Activations;
+  // Every layer through the plain ops: any batch.
+  Tensor forward_rows(const ForwardBatch& batch, const std::vector<LayerKVCache>& kv_cache,
+                      const Activations& a);
+  // Every layer through the backend's one-row kernels: a decode step of one sequence.
+  Tensor forward_one_row(const ForwardBatch& batch, const std::vector<LayerKVCache>& kv_cache,
+                         const Activations& a);
+  // q/k norm, rotary, this step's K/V into the cache and attention: a.qkv -> a.attn.
+  void attend(int layer, const ForwardBatch& batch, const LayerKVCache& cache,
+              const Activations& a);
+
+  ModelConfig config_;
+  Qwen3Weights weights_;
+  Backend& backend_;
+  OneRowKernels one_row_;  // what the backend's one-row kernels serve at this model's widths
+  // Activations, grown on demand; the cos/sin table for rotary embedding.
+  std::shared_ptr<Workspace> workspace_;
+};
+
+ModelConfig read_qwen3_config(const ConfigFields& fields);
+std::unique_ptr<CausalLM> load_qwen3(const ModelConfig& config, const WeightSource& weights,
+                                     Backend& backend);
+
+inline constexpr ModelArchitecture kQwen3Architecture = {"Qwen3ForCausalLM", "qwen3",
+                                                         &read_qwen3_config, &load_qwen3};
+
+}  // namespace nanovllm

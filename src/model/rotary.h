@@ -1,0 +1,14 @@
+// The rotary-embedding table the qk_norm_rope op reads.
+#pragma once
+
+#include <vector>
+
+namespace nanovllm {
+
+// The rotary table [max_positions, head_dim]: row p holds cos(p * inv_freq) for the first
+// head_dim / 2 columns and sin(p * inv_freq) for the rest, inv_freq[i] = 1 / theta^(2i / head_dim).
+// Computed in float32 step by step as Hugging Face's Qwen3 (and nano-vllm) do, so angles at
+// positions in the thousands round the same way.
+std::vector<float> rotary_cos_sin_table(int max_positions, int head_dim, double theta);
+
+}  // namespace nanovllm
