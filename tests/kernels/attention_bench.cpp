@@ -16,8 +16,8 @@
 #include "core/check.h"
 #include "core/dtype.h"
 #include "cuda_bench_util.h"
-#include "kernels/cuda/attention_ops.h"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/runtime/cuda_check.h"
 
 namespace nanovllm {
 namespace {

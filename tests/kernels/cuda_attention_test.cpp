@@ -17,8 +17,8 @@
 #include "core/check.h"
 #include "cuda_test_util.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/attention_launch.cuh"
-#include "kernels/cuda/attention_ops.h"
+#include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/attention/attention_launch.cuh"
 
 namespace nanovllm {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "core/check.h"
 #include "core/dtype.h"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/runtime/cuda_check.h"
 
 namespace nanovllm::bench {
 

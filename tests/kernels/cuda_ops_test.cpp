@@ -14,7 +14,7 @@
 #include "core/buffer.h"
 #include "cuda_test_util.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/gemv.h"
+#include "kernels/cuda/linear/gemv.h"
 
 namespace nanovllm::test {
 namespace {

@@ -19,11 +19,11 @@
 
 #include "core/dtype.h"
 #include "cuda_bench_util.h"
-#include "kernels/cuda/device_allocator.h"
-#include "kernels/cuda/elementwise_ops.h"
-#include "kernels/cuda/fused_mlp.h"
-#include "kernels/cuda/gemv.h"
-#include "kernels/cuda/linear.h"
+#include "kernels/cuda/elementwise/elementwise.h"
+#include "kernels/cuda/linear/cublaslt_linear.h"
+#include "kernels/cuda/linear/fused_mlp.h"
+#include "kernels/cuda/linear/gemv.h"
+#include "kernels/cuda/runtime/device_allocator.h"
 
 namespace nanovllm {
 namespace {

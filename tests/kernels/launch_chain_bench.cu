@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/runtime/cuda_check.h"
 
 namespace nanovllm {
 namespace {

@@ -12,17 +12,17 @@
 #include <string_view>
 #include <type_traits>
 
-#include "kernels/cuda/attention_ops.h"
+#include "kernels/cuda/attention/attention.h"
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_allocator.h"
-#include "kernels/cuda/elementwise_ops.h"
-#include "kernels/cuda/linear.h"
-#include "kernels/cuda/sampling_ops.h"
-#include "kernels/cuda/small_copy.h"
-#include "kernels/cuda/stream_tickets.h"
-#include "kernels/cuda/tensor_checks.h"
-#include "kernels/cuda/timeline.h"
+#include "kernels/cuda/elementwise/elementwise.h"
+#include "kernels/cuda/linear/cublaslt_linear.h"
+#include "kernels/cuda/runtime/cuda_check.h"
+#include "kernels/cuda/runtime/device_allocator.h"
+#include "kernels/cuda/runtime/small_copy.h"
+#include "kernels/cuda/runtime/stream_tickets.h"
+#include "kernels/cuda/runtime/tensor_checks.h"
+#include "kernels/cuda/runtime/timeline.h"
+#include "kernels/cuda/sampling/sampling.h"
 
 namespace nanovllm {
 

@@ -14,11 +14,11 @@
 
 #include "core/buffer.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/attention_ops.h"
-#include "kernels/cuda/device_allocator.h"
-#include "kernels/cuda/gemv.h"
-#include "kernels/cuda/linear.h"
-#include "kernels/cuda/stream_tickets.h"
+#include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/linear/cublaslt_linear.h"
+#include "kernels/cuda/linear/gemv.h"
+#include "kernels/cuda/runtime/device_allocator.h"
+#include "kernels/cuda/runtime/stream_tickets.h"
 
 namespace nanovllm {
 

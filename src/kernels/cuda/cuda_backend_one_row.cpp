@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/fused_mlp.h"
-#include "kernels/cuda/tensor_checks.h"
+#include "kernels/cuda/linear/fused_mlp.h"
+#include "kernels/cuda/runtime/tensor_checks.h"
 
 namespace nanovllm {
 

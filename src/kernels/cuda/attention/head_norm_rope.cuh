@@ -1,0 +1,71 @@
+// The q/k head RMSNorm with rotary of one head by one warp, shared by the kernels that do it
+// on the fly (decode attention, the fused decode layers), rounding as qk_norm_rope() does.
+#pragma once
+
+#include "kernels/cuda/device/block_reduce.cuh"
+#include "kernels/cuda/device/elementwise_math.cuh"
+
+namespace nanovllm::cuda {
+
+// What a lane needs besides the head itself: the norm weight and the rotary cos and sin at
+// its pairs (i, i + kHeadDim / 2), i = lane + 32 p. They are constants and per-step
+// metadata, so kernels can read them before they wait for the kernel before (launch.cuh).
+template <int kHeadDim>
+struct HeadNormRopeFactors {
+  static constexpr int kPairs = kHeadDim / 64;
+  float weight_first[kPairs], weight_second[kPairs], cos[kPairs], sin[kPairs];
+
+  // weight [kHeadDim]; cos_sin: the position's row of the rotary table, cos half then sin half.
+  template <typename T>
+  __device__ __forceinline__ void load(const T* weight, const float* cos_sin, int lane) {
+    constexpr int kHalf = kHeadDim / 2;
+#pragma unroll
+    for (int p = 0; p < kPairs; ++p) {
+      const int i = lane + 32 * p;
+      weight_first[p] = to_float(weight[i]);
+      weight_second[p] = to_float(weight[i + kHalf]);
+      cos[p] = cos_sin[i];
+      sin[p] = cos_sin[i + kHalf];
+    }
+  }
+};
+
+// Lane `lane`'s rotation pairs (i, i + kHeadDim / 2), i = lane + 32 p, of a raw q or k head
+// after qk_norm_rope()'s per-head RMSNorm and rotary, rounded exactly as it does. Called by
+// whole warps.
+template <typename T, int kHeadDim>
+__device__ __forceinline__ void normalize_rotate_head(const T* head,
+                                                      const HeadNormRopeFactors<kHeadDim>& factors,
+                                                      bool valid, float eps, int lane,
+                                                      T (&first)[kHeadDim / 64],
+                                                      T (&second)[kHeadDim / 64]) {
+  constexpr int kHalf = kHeadDim / 2;
+  constexpr int kPairs = kHeadDim / 64;
+  float a[kPairs], b[kPairs];
+  float sum_squares = 0.0f;
+#pragma unroll
+  for (int p = 0; p < kPairs; ++p) {
+    a[p] = to_float(head[lane + 32 * p]);
+    b[p] = to_float(head[lane + 32 * p + kHalf]);
+    sum_squares = add_pair_squares(sum_squares, a[p], b[p]);  // qk_norm_rope's order
+  }
+  const float inv_rms = inverse_rms(warp_sum(sum_squares), kHeadDim, eps);
+#pragma unroll
+  for (int p = 0; p < kPairs; ++p) {
+    normalize_rotate_pair<T>(a[p], b[p], inv_rms, factors.weight_first[p], factors.weight_second[p],
+                             factors.cos[p], factors.sin[p], valid, first[p], second[p]);
+  }
+}
+
+// The same, reading the factors (weight [kHeadDim], cos: the position's rotary row) as it goes.
+template <typename T, int kHeadDim>
+__device__ __forceinline__ void normalize_rotate_head(const T* head, const T* weight,
+                                                      const float* cos, bool valid, float eps,
+                                                      int lane, T (&first)[kHeadDim / 64],
+                                                      T (&second)[kHeadDim / 64]) {
+  HeadNormRopeFactors<kHeadDim> factors;
+  factors.load(weight, cos, lane);
+  normalize_rotate_head<T, kHeadDim>(head, factors, valid, eps, lane, first, second);
+}
+
+}  // namespace nanovllm::cuda
