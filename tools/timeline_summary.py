@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarizes a kernel timeline (src/kernels/cuda/timeline.h) of decode steps.
+"""Summarizes a kernel timeline (src/kernels/cuda/runtime/timeline.h) of decode steps.
 
 A launch is a kernel's CTAs of one replay (a graph's kernel keeps its %gridid). A step here runs from one LM head launch (the launch with the most CTAs) to the next. For the
 last complete step in the file it prints every launch in order, times relative to the step's

@@ -80,8 +80,8 @@ CLI::App* add_serve_command(CLI::App& app, ServeOptions& options) {
       ->check(CLI::PositiveNumber);
   command
       ->add_option("--write-timeout", options.write_timeout_seconds,
-                   "seconds a client may take none of its reply or stream before it is dropped "
-                   "and its request aborted")
+                   "seconds a client may take to read one write (a reply, or the stream events "
+                   "gathered since its last read) before it is dropped and its request aborted")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   command->add_option("--io-threads", options.io_threads, "threads serving the connections")

@@ -12,6 +12,7 @@
 #include "py_json.h"
 #include "py_values.h"
 #include "sampling_params_conversion.h"
+#include "progress_bar.h"
 #include "signal_poll.h"
 #include "tokenizer/tokenizer.h"
 
@@ -118,18 +119,18 @@ PyLLM::PyLLM(nb::handle model, const nb::kwargs& kwargs) {
   if (const Tokenizer* tokenizer = llm_->tokenizer()) tokenizer_.emplace(*tokenizer);
 }
 
-nb::list PyLLM::generate(nb::handle prompts, nb::handle sampling_params, bool use_tqdm) {
+nb::list PyLLM::generate(nb::handle prompts, nb::handle sampling_params, nb::handle use_tqdm) {
   return run(to_prompts(prompts), sampling_params, "prompts", use_tqdm);
 }
 
-nb::list PyLLM::chat(nb::handle messages, nb::handle sampling_params, bool use_tqdm,
+nb::list PyLLM::chat(nb::handle messages, nb::handle sampling_params, nb::handle use_tqdm,
                      nb::handle chat_template_kwargs) {
   return run(to_chat_prompts(messages, chat_template_kwargs), sampling_params, "messages",
              use_tqdm);
 }
 
 nb::list PyLLM::run(const std::vector<Prompt>& prompts, nb::handle sampling_params,
-                    std::string_view prompts_name, bool use_progress) {
+                    std::string_view prompts_name, nb::handle use_tqdm) {
   const std::vector<SamplingParams> params =
       to_sampling_params_list(sampling_params, prompts.size());
   std::vector<Request> requests;
@@ -147,15 +148,21 @@ nb::list PyLLM::run(const std::vector<Prompt>& prompts, nb::handle sampling_para
     requests.push_back({Prompt::from_token_ids(std::move(ids)), request_params, ""});
   }
 
+  ProgressBar progress(use_tqdm, requests.size());
   SignalPoll signal_poll;
   GenerateHooks hooks;
-  hooks.should_stop = [&signal_poll] { return signal_poll(); };
+  hooks.on_output = [&progress](size_t, const RequestOutput&) { progress.advance(); };
+  hooks.should_stop = [&progress, &signal_poll] {
+    std::string reason = progress.stop_reason();
+    return reason.empty() ? signal_poll() : reason;
+  };
   std::vector<RequestOutput> outputs;
   {
     nb::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(generate_mutex_);
-    outputs = llm_->generate(requests, use_progress, hooks);
+    outputs = llm_->generate(requests, progress.engine_line(), hooks);
   }
+  progress.finish();
   signal_poll.raise_if_interrupted();
 
   nb::list result;
@@ -205,15 +212,19 @@ void bind_llm(nb::module_& module) {
                "collections.abc.Sequence[collections.abc.Sequence[int]], "
                "sampling_params: nanovllm.sampling_params.SamplingParams | "
                "collections.abc.Sequence[nanovllm.sampling_params.SamplingParams] | None = None, "
-               "use_tqdm: bool = True) -> list[dict[str, typing.Any]]"),
+               "use_tqdm: bool | collections.abc.Callable[..., typing.Any] = True) -> "
+               "list[dict[str, typing.Any]]"),
            "Generates a completion for every prompt (a str, or a list of token ids) and returns "
            "one dict per prompt, in order: 'text', 'token_ids', 'finish_reason' ('stop' or "
            "'length'), 'prompt_token_ids', and 'logprobs' when asked for; a request that fails "
            "while running (the others complete) comes back as {'error': reason}.\n\n"
            "sampling_params is one SamplingParams for all prompts or one per prompt (None: the "
            "defaults). Every request is checked before any work starts: a bad one raises "
-           "TypeError or ValueError naming it (e.g. 'prompts[3]'). use_tqdm shows a progress line "
-           "with prefill and decode throughput on stderr. The GIL is released while generating; "
+           "TypeError or ValueError naming it (e.g. 'prompts[3]'). use_tqdm=True shows a progress "
+           "line with prefill and decode throughput on stderr; a callable (as in vLLM, e.g. "
+           "functools.partial(tqdm, leave=False)) makes a bar instead, called with total= and "
+           "desc=, whose update(1) runs as each request finishes; an exception it raises stops "
+           "generation and is raised. The GIL is released while generating; "
            "Ctrl-C stops generation, frees its KV cache and raises KeyboardInterrupt, and the LLM "
            "stays usable.")
       .def("chat", &PyLLM::chat, nb::arg("messages"), nb::arg("sampling_params") = nb::none(),
@@ -225,7 +236,7 @@ void bind_llm(nb::module_& module) {
                "typing.Any]]], "
                "sampling_params: nanovllm.sampling_params.SamplingParams | "
                "collections.abc.Sequence[nanovllm.sampling_params.SamplingParams] | None = None, "
-               "use_tqdm: bool = True, "
+               "use_tqdm: bool | collections.abc.Callable[..., typing.Any] = True, "
                "chat_template_kwargs: collections.abc.Mapping[str, typing.Any] | None = None) -> "
                "list[dict[str, typing.Any]]"),
            "Generates a reply to one conversation (a list of message dicts) or to each of a list "

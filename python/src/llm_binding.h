@@ -21,9 +21,9 @@ class PyLLM {
   PyLLM(nanobind::handle model, const nanobind::kwargs& kwargs);
 
   nanobind::list generate(nanobind::handle prompts, nanobind::handle sampling_params,
-                          bool use_tqdm);
-  nanobind::list chat(nanobind::handle messages, nanobind::handle sampling_params, bool use_tqdm,
-                      nanobind::handle chat_template_kwargs);
+                          nanobind::handle use_tqdm);
+  nanobind::list chat(nanobind::handle messages, nanobind::handle sampling_params,
+                      nanobind::handle use_tqdm, nanobind::handle chat_template_kwargs);
   // None when the model directory has no tokenizer.
   const std::optional<PyTokenizer>& tokenizer() const { return tokenizer_; }
   nanobind::dict last_generate_stats() const;
@@ -32,7 +32,7 @@ class PyLLM {
   // Encodes and checks every request (ValueError naming `prompts_name`[i] for the first that
   // cannot run), then generates.
   nanobind::list run(const std::vector<Prompt>& prompts, nanobind::handle sampling_params,
-                     std::string_view prompts_name, bool use_progress);
+                     std::string_view prompts_name, nanobind::handle use_tqdm);
 
   std::unique_ptr<LLM> llm_;
   std::optional<PyTokenizer> tokenizer_;

@@ -174,7 +174,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     reply({200, "application/json", std::move(body)});
   }
 
-  // One write at a time; a client that takes none of it within the write timeout is dropped.
+  // One write at a time; a client that has not read it within the write timeout is dropped.
   void write(std::string data, After after, bool then_body = false) {
     out_ = std::move(data);
     writing_ = true;
@@ -190,7 +190,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void on_write_stalled() {
-    NVLLM_LOG_INFO("a client took nothing of its reply for {} ms; closing its connection",
+    NVLLM_LOG_INFO("a client did not read its reply within {} ms; closing its connection",
                    state_.options.write_timeout.count());
     client_gone();
   }

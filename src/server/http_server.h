@@ -22,8 +22,8 @@ struct HttpServerOptions {
   int io_threads = 1;
   // Connections past this many get 503 and are closed.
   size_t max_connections = 1000;
-  // A reply or stream whose client takes none of it for this long is dropped (its request
-  // aborted, its KV blocks freed).
+  // A client that has not read one write (a reply, or the stream events gathered since its last
+  // read) within this long is dropped, its request aborted and its KV blocks freed.
   std::chrono::milliseconds write_timeout = std::chrono::seconds(60);
 };
 

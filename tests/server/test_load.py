@@ -99,7 +99,12 @@ def test_slow_reader_stalls_nobody():
                            "ignore_eos": True, "stream": True, "logprobs": 5}).encode()
         slow.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
                      b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-        time.sleep(0.5)  # it runs, and never reads
+        # It runs, and never reads.
+        deadline = time.monotonic() + 60
+        while parse_metrics(httpx.get(server.url + "/metrics").text)[
+                ("nanovllm:num_requests_running", "")] < 1:
+            assert time.monotonic() < deadline, "the stalled reader's request never ran"
+            time.sleep(0.02)
         start = time.monotonic()
         results, _ = asyncio.run(run_clients(server, 50))
         assert all(done and finish == "length" for _, finish, _, done in results)
