@@ -6,6 +6,16 @@
 
 namespace nanovllm {
 
+BatchInputCapacity step_capacity(const EngineConfig& config, int max_model_len) {
+  BatchInputCapacity capacity;
+  // Prefill steps carry up to max_num_batched_tokens rows, decode steps one per sequence.
+  capacity.max_tokens = std::max(config.max_num_batched_tokens, config.max_num_seqs);
+  capacity.max_seqs = config.max_num_seqs;
+  capacity.max_blocks_per_seq =
+      (max_model_len + config.kvcache_block_size - 1) / config.kvcache_block_size;
+  return capacity;
+}
+
 BatchInputs::BatchInputs(const BatchInputCapacity& capacity) : capacity_(capacity) {
   NVLLM_CHECK_GT(capacity.max_tokens, 0);
   NVLLM_CHECK_GT(capacity.max_seqs, 0);
@@ -18,6 +28,13 @@ BatchInputs::BatchInputs(const BatchInputCapacity& capacity) : capacity_(capacit
   block_tables.reserve(static_cast<size_t>(capacity.max_seqs) * capacity.max_blocks_per_seq);
   last_token_indices.reserve(capacity.max_seqs);
   input_rows.reserve(capacity.max_seqs);
+  sampling.reserve(capacity.max_seqs);
+}
+
+int BatchInputs::max_logprobs() const {
+  int most = -1;
+  for (const SamplingRow& row : sampling) most = std::max(most, row.logprobs);
+  return most;
 }
 
 void BatchInputs::build(const ScheduledBatch& batch, int block_size) {
@@ -34,6 +51,8 @@ void BatchInputs::build(const ScheduledBatch& batch, int block_size) {
   context_lens.clear();
   last_token_indices.clear();
   input_rows.clear();
+  sampling.clear();
+  is_prefill_ = batch.is_prefill;
   block_table_width_ = 0;
   max_seqlen_q_ = 0;
   max_seqlen_k_ = 0;
@@ -68,6 +87,8 @@ void BatchInputs::build(const ScheduledBatch& batch, int block_size) {
     if (entry.samples) {
       last_token_indices.push_back(cu_seqlens_q.back() - 1);
       ++num_sampling_;
+      sampling.push_back({seq.params.temperature, seq.params.top_k, seq.params.top_p, seq.seed, end,
+                          seq.params.logprobs.value_or(-1)});
     }
     block_table_width_ = std::max(block_table_width_, static_cast<int>(seq.block_table.size()));
     max_seqlen_q_ = std::max(max_seqlen_q_, entry.num_new_tokens);

@@ -41,15 +41,6 @@ int blocks_per_sequence(int max_model_len, int block_size) {
   return (max_model_len + block_size - 1) / block_size;
 }
 
-BatchInputCapacity input_capacity(const EngineConfig& config, int max_model_len) {
-  BatchInputCapacity capacity;
-  // Prefill steps carry up to max_num_batched_tokens rows, decode steps one per sequence.
-  capacity.max_tokens = std::max(config.max_num_batched_tokens, config.max_num_seqs);
-  capacity.max_seqs = config.max_num_seqs;
-  capacity.max_blocks_per_seq = blocks_per_sequence(max_model_len, config.kvcache_block_size);
-  return capacity;
-}
-
 constexpr double kMiB = 1024.0 * 1024.0;
 
 // nano-vllm's decode graph sizes: 1, 2, 4, 8, then every 16, up to 512; plus the largest
@@ -67,13 +58,14 @@ std::vector<int> graph_sizes(int max_num_seqs) {
 
 }  // namespace
 
-ModelRunner::ModelRunner(const EngineConfig& config, Backend& backend, CausalLM& model)
+ModelRunner::ModelRunner(const EngineConfig& config, Backend& backend, CausalLM& model,
+                         const std::function<int(int)>& agree_on_kv_blocks)
     : backend_(backend),
       model_(model),
-      host_inputs_(input_capacity(
+      host_inputs_(step_capacity(
           config, config.resolved_max_model_len(model.config().max_position_embeddings))),
-      step_inputs_(input_capacity(config, config.resolved_max_model_len(
-                                              model.config().max_position_embeddings)),
+      step_inputs_(step_capacity(config, config.resolved_max_model_len(
+                                             model.config().max_position_embeddings)),
                    backend) {
   config.validate();
   if (config.device != "auto" && device_name(backend.device()) != config.device) {
@@ -81,10 +73,6 @@ ModelRunner::ModelRunner(const EngineConfig& config, Backend& backend, CausalLM&
                             config.device, device_name(backend.device())));
   }
   const ModelConfig& model_config = model.config();
-  if (config.tensor_parallel_size != 1) {
-    throw Error(fmt::format("tensor_parallel_size {} is not supported by this runner (only 1)",
-                            config.tensor_parallel_size));
-  }
   const AttentionDims dims = model.attention_dims();
   backend.check_attention_support(dims, config.kvcache_block_size);
   kv_shape_.num_layers = model_config.num_hidden_layers;
@@ -107,6 +95,8 @@ ModelRunner::ModelRunner(const EngineConfig& config, Backend& backend, CausalLM&
   }
 
   limits_.num_kvcache_blocks = choose_num_kvcache_blocks(config);
+  if (agree_on_kv_blocks)
+    limits_.num_kvcache_blocks = agree_on_kv_blocks(limits_.num_kvcache_blocks);
   kv_buffer_ = Buffer(kv_shape_.bytes_for_blocks(limits_.num_kvcache_blocks), backend.device());
   kv_cache_ = make_kv_views(kv_buffer_, limits_.num_kvcache_blocks);
   NVLLM_LOG_INFO("KV cache: {} blocks of {} tokens ({} tokens), {:.2f} GiB in {}",
@@ -168,7 +158,7 @@ int ModelRunner::gpu_blocks_after_warmup(const EngineConfig& config) {
     batch.seqs.push_back({seqs.back().get(), length, true});
   }
   host_inputs_.build(batch, kv_shape_.block_size);
-  step_inputs_.build(host_inputs_, batch);
+  step_inputs_.build(host_inputs_);
   step_inputs_.upload();
   const Tensor logits = model_.forward(step_inputs_.forward_batch(), warmup_cache);
   backend_.sample(logits, step_inputs_.sampling(),
@@ -204,7 +194,7 @@ void ModelRunner::capture_decode_graphs(const EngineConfig& config) {
   const int width = blocks_per_sequence(limits_.max_model_len, kv_shape_.block_size);
   std::vector<int> sizes = graph_sizes(config.max_num_seqs);
   // Every later step fits the buffers the graphs name.
-  const BatchInputCapacity capacity = input_capacity(config, limits_.max_model_len);
+  const BatchInputCapacity capacity = step_capacity(config, limits_.max_model_len);
   model_.reserve(capacity.max_tokens, capacity.max_seqs);
   // Largest first: its eager warm-up grows every buffer to the size all graphs then share.
   for (auto size = sizes.rbegin(); size != sizes.rend(); ++size) {
@@ -229,9 +219,9 @@ std::vector<int> ModelRunner::graph_batch_sizes() const {
   return sizes;
 }
 
-const ModelRunner::DecodeGraph* ModelRunner::graph_for(const ScheduledBatch& batch) const {
-  if (batch.is_prefill) return nullptr;
-  const int seqs = static_cast<int>(batch.seqs.size());
+const ModelRunner::DecodeGraph* ModelRunner::graph_for(const BatchInputs& step) const {
+  if (step.is_prefill()) return nullptr;
+  const int seqs = step.num_seqs();
   for (const DecodeGraph& entry : graphs_) {
     if (entry.batch_size >= seqs) return &entry;
   }
@@ -244,21 +234,25 @@ void ModelRunner::execute(const ScheduledBatch& batch, std::vector<SampleResult>
 }
 
 void ModelRunner::start(const ScheduledBatch& batch) {
+  host_inputs_.build(batch, limits_.block_size);
+  start(host_inputs_);
+}
+
+void ModelRunner::start(const BatchInputs& step) {
   NVLLM_CHECK_MSG(started_.size() < host_tokens_.size(), "{} steps are in flight already",
                   started_.size());
-  host_inputs_.build(batch, limits_.block_size);
-  const DecodeGraph* graph = graph_for(batch);
+  const DecodeGraph* graph = graph_for(step);
   if (graph != nullptr) {
-    step_inputs_.build(host_inputs_, batch, graph->batch_size,
+    step_inputs_.build(step, graph->batch_size,
                        blocks_per_sequence(limits_.max_model_len, limits_.block_size));
   } else {
-    step_inputs_.build(host_inputs_, batch);
+    step_inputs_.build(step);
   }
   step_inputs_.upload();
   const ForwardBatch inputs = step_inputs_.forward_batch();
-  if (!host_inputs_.input_rows.empty()) {
+  if (!step.input_rows.empty()) {
     // The tokens the step before sampled, still in sample_out_, become this step's input.
-    const int64_t fed = static_cast<int64_t>(host_inputs_.input_rows.size());
+    const int64_t fed = static_cast<int64_t>(step.input_rows.size());
     NVLLM_CHECK_GT(last_sampled_rows_, 0);
     backend_.gather_ids(
         Tensor(sample_out_.data(), DType::kI32, {last_sampled_rows_}, backend_.device()),
@@ -272,14 +266,14 @@ void ModelRunner::start(const ScheduledBatch& batch) {
   } else {
     logits = model_.forward(inputs, kv_cache_);
   }
-  StartedStep step;
-  step.rows = host_inputs_.num_sampling();
-  step.host_slot = static_cast<int>(steps_started_ % static_cast<int64_t>(host_tokens_.size()));
+  StartedStep started;
+  started.rows = step.num_sampling();
+  started.host_slot = static_cast<int>(steps_started_ % static_cast<int64_t>(host_tokens_.size()));
   // Only prompt chunks: their K/V was the point, and there is nothing to sample.
-  if (step.rows > 0) sample(batch, logits.slice_rows(0, step.rows), step);
+  if (started.rows > 0) sample(step, logits.slice_rows(0, started.rows), started);
   ++steps_started_;
-  last_sampled_rows_ = step.rows;
-  started_.push_back(std::move(step));
+  last_sampled_rows_ = started.rows;
+  started_.push_back(std::move(started));
 }
 
 void ModelRunner::finish(std::vector<SampleResult>& samples_out) {
@@ -301,7 +295,7 @@ void ModelRunner::finish(std::vector<SampleResult>& samples_out) {
   for (int row = 0; row < step.rows; ++row) samples_out.push_back(sampled(tokens[row]));
 }
 
-void ModelRunner::sample(const ScheduledBatch& batch, const Tensor& logits, StartedStep& step) {
+void ModelRunner::sample(const BatchInputs& inputs, const Tensor& logits, StartedStep& step) {
   const int64_t rows = logits.size(0);
   constexpr int64_t kTop = SamplingParams::kMaxLogprobs;
   auto* base = static_cast<int32_t*>(sample_out_.data());
@@ -310,12 +304,7 @@ void ModelRunner::sample(const ScheduledBatch& batch, const Tensor& logits, Star
   const Tensor tokens(base, DType::kI32, {rows}, device);
   backend_.sample(logits, step_inputs_.sampling(), tokens);
 
-  int num_top = -1;  // the most top logprobs a row asks for; -1: none asks
-  for (const ScheduledSequence& entry : batch.seqs) {
-    if (entry.samples && entry.seq->params.logprobs) {
-      num_top = std::max(num_top, *entry.seq->params.logprobs);
-    }
-  }
+  const int num_top = inputs.max_logprobs();  // -1: no row asks for logprobs
   int32_t* host_tokens = host_tokens_[step.host_slot].data();
   if (num_top < 0) {
     step.ticket = backend_.download_async(host_tokens, tokens);
@@ -346,24 +335,21 @@ void ModelRunner::sample(const ScheduledBatch& batch, const Tensor& logits, Star
     backend_.download(host_top_logprobs_.data(), logprobs.top_logprobs);
   }
 
-  int64_t row = 0;
-  for (const ScheduledSequence& entry : batch.seqs) {
-    if (!entry.samples) continue;
+  for (int64_t row = 0; row < rows; ++row) {
     SampleResult result = sampled(host_tokens[row]);
-    if (const std::optional<int>& wanted = entry.seq->params.logprobs;
-        wanted && result.error.empty()) {
+    const int wanted = inputs.sampling[row].logprobs;
+    if (wanted >= 0 && result.error.empty()) {
       PositionLogprobs position;
       position.token_id = result.token_id;
       position.logprob = host_logprobs_[row];
       position.rank = host_ranks_[row];
-      for (int i = 0; i < *wanted; ++i) {
+      for (int i = 0; i < wanted; ++i) {
         position.top.push_back(
             {host_top_ids_[row * num_top + i], host_top_logprobs_[row * num_top + i]});
       }
       result.logprobs = std::move(position);
     }
     step.samples.push_back(std::move(result));
-    ++row;
   }
   step.complete = true;
 }

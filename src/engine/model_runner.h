@@ -6,6 +6,7 @@
 
 #include <array>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -24,8 +25,11 @@ class ModelRunner final : public ModelExecutor {
  public:
   // `backend` and `model` must outlive the runner. Sizes the KV cache unless
   // config.num_kvcache_blocks gives its block count, then captures the decode graphs unless
-  // config.enforce_eager (or the backend has no graphs).
-  ModelRunner(const EngineConfig& config, Backend& backend, CausalLM& model);
+  // config.enforce_eager (or the backend has no graphs). Over a tensor-parallel group (one
+  // runner a rank) `agree_on_kv_blocks` turns this rank's block count into the group's: the
+  // fewest any rank can hold.
+  ModelRunner(const EngineConfig& config, Backend& backend, CausalLM& model,
+              const std::function<int(int)>& agree_on_kv_blocks = nullptr);
 
   ExecutorLimits limits() const override { return limits_; }
   void execute(const ScheduledBatch& batch, std::vector<SampleResult>& samples_out) override;
@@ -34,6 +38,9 @@ class ModelRunner final : public ModelExecutor {
   bool can_run_ahead() const override { return true; }
   void start(const ScheduledBatch& batch) override;
   void finish(std::vector<SampleResult>& samples_out) override;
+  // start() of a step already laid out as plain data (by this runner, or, over a
+  // tensor-parallel group, by the executor for every rank).
+  void start(const BatchInputs& step);
 
   size_t kv_cache_bytes() const { return kv_buffer_.bytes(); }
   // Decode batch sizes with a captured graph, ascending.
@@ -50,7 +57,7 @@ class ModelRunner final : public ModelExecutor {
   int gpu_blocks_after_warmup(const EngineConfig& config);
   std::vector<LayerKVCache> make_kv_views(const Buffer& buffer, int num_blocks) const;
   void capture_decode_graphs(const EngineConfig& config);
-  const DecodeGraph* graph_for(const ScheduledBatch& batch) const;
+  const DecodeGraph* graph_for(const BatchInputs& step) const;
 
   // A step started and not finished: what finish() needs to hand back its samples.
   struct StartedStep {
@@ -62,9 +69,9 @@ class ModelRunner final : public ModelExecutor {
     std::vector<SampleResult> samples;
     double device_wait_seconds = 0.0;
   };
-  // Samples `logits` (the first rows of the step) into sample_out_ and queues the tokens'
+  // Samples `logits` (the first rows of `inputs`) into sample_out_ and queues the tokens'
   // download; with logprobs, waits and fills step.samples.
-  void sample(const ScheduledBatch& batch, const Tensor& logits, StartedStep& step);
+  void sample(const BatchInputs& inputs, const Tensor& logits, StartedStep& step);
 
   Backend& backend_;
   CausalLM& model_;

@@ -63,8 +63,7 @@ StepInputs::Offsets StepInputs::offsets() const {
   return layout(shape_);
 }
 
-void StepInputs::build(const BatchInputs& in, const ScheduledBatch& batch, int padded_seqs,
-                       int block_table_width) {
+void StepInputs::build(const BatchInputs& in, int padded_seqs, int block_table_width) {
   next_host_buffer();
   const int seqs = in.num_seqs();
   const int tokens = in.num_tokens();
@@ -120,21 +119,15 @@ void StepInputs::build(const BatchInputs& in, const ScheduledBatch& batch, int p
                    [context](int32_t a, int32_t b) { return context[a] > context[b]; });
   std::copy(in.input_rows.begin(), in.input_rows.end(), word(o.input_rows));
 
-  int row = 0;
-  for (size_t i = 0; i < batch.seqs.size(); ++i) {
-    const ScheduledSequence& entry = batch.seqs[i];
-    if (!entry.samples) continue;
-    const Sequence& seq = *entry.seq;
-    const float temperature = seq.params.temperature;
-    const float top_p = seq.params.top_p;
-    std::memcpy(word(o.temperature + row), &temperature, sizeof(float));
-    *word(o.top_k + row) = seq.params.top_k;
-    std::memcpy(word(o.top_p + row), &top_p, sizeof(float));
-    *word(o.position + row) = in.context_lens[i];  // the index of the token it samples
-    std::memcpy(word(o.seed + 2 * row), &seq.seed, sizeof(uint64_t));
-    ++row;
+  NVLLM_CHECK_EQ(static_cast<int>(in.sampling.size()), shape_.num_sampling_rows);
+  for (int row = 0; row < shape_.num_sampling_rows; ++row) {
+    const BatchInputs::SamplingRow& controls = in.sampling[row];
+    std::memcpy(word(o.temperature + row), &controls.temperature, sizeof(float));
+    *word(o.top_k + row) = controls.top_k;
+    std::memcpy(word(o.top_p + row), &controls.top_p, sizeof(float));
+    *word(o.position + row) = controls.position;
+    std::memcpy(word(o.seed + 2 * row), &controls.seed, sizeof(uint64_t));
   }
-  NVLLM_CHECK_EQ(row, shape_.num_sampling_rows);
 }
 
 void StepInputs::build_padding(int num_seqs, int block_table_width) {

@@ -30,11 +30,10 @@ class StepInputs {
  public:
   StepInputs(const BatchInputCapacity& capacity, Backend& backend);
 
-  // Lays out `inputs` (and the sampling controls of its sampling sequences, in batch order)
-  // padded to `padded_seqs` decode rows when that is larger (padding rows: token 0,
-  // position 0, slot -1, context length 0), with `block_table_width` columns (0: the batch's).
-  void build(const BatchInputs& inputs, const ScheduledBatch& batch, int padded_seqs = 0,
-             int block_table_width = 0);
+  // Lays out `inputs` (and their sampling controls) padded to `padded_seqs` decode rows when
+  // that is larger (padding rows: token 0, position 0, slot -1, context length 0), with
+  // `block_table_width` columns (0: the batch's).
+  void build(const BatchInputs& inputs, int padded_seqs = 0, int block_table_width = 0);
   // A decode batch of `num_seqs` padding rows only, for warming up and capturing graphs.
   void build_padding(int num_seqs, int block_table_width);
 

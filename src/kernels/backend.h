@@ -12,6 +12,7 @@
 #include "core/buffer.h"
 #include "core/check.h"
 #include "core/tensor.h"
+#include "dist/communicator.h"
 
 namespace nanovllm {
 
@@ -140,8 +141,10 @@ class Backend {
     return nullptr;
   }
 
-  // out[t, :] = weight[ids[t], :].  ids int32 [T]; weight [V, H]; out [T, H]
-  virtual void embedding(const Tensor& ids, const Tensor& weight, Tensor out) = 0;
+  // out[t, :] = weight[ids[t] - first_id, :], or a zero row for an id outside
+  // [first_id, first_id + V): one rank's shard of a vocabulary-parallel embedding (first_id 0
+  // with the whole table: the plain lookup).  ids int32 [T]; weight [V, H]; out [T, H]
+  virtual void embedding(const Tensor& ids, const Tensor& weight, int64_t first_id, Tensor out) = 0;
 
   // out = x * rsqrt(mean(x^2) + eps) * weight over the last dim.  x, out [R, H]; weight [H]
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out) = 0;
@@ -246,6 +249,14 @@ class Backend {
     unserved("silu_linear_add");
   }
 
+  // Tensor parallelism, over the group the backend was made with (without one, a group of one
+  // rank: the sum is x, the gather a copy). Every rank of the group calls them in the same
+  // order. x = the sum over the ranks of x, in place.  x [R, C] of the compute dtype
+  virtual void all_reduce_sum(Tensor x) = 0;
+  // out [R, ranks * C] = every rank's x [R, C], side by side in rank order.  f32 or the compute
+  // dtype
+  virtual void all_gather_columns(const Tensor& x, Tensor out) = 0;
+
   // out[i, :] = x[indices[i], :].  x [T, H]; indices int32 [B]; out [B, H]
   virtual void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) = 0;
 
@@ -299,9 +310,11 @@ class HostPin {
   void* host_ = nullptr;
 };
 
-// fp32 ops on a pool of num_threads threads (0: one per hardware thread). Like every backend,
-// it expects its ops to be called from one thread at a time.
-std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0);
+// fp32 ops on a pool of num_threads threads (0: one per hardware thread), one rank of `group`
+// (an in-process group, dist/in_process_group.h) when given one. Like every backend, it expects
+// its ops to be called from one thread at a time.
+std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0,
+                                          std::shared_ptr<Communicator> group = nullptr);
 
 // Whether this build has the CUDA backend and a CUDA device is visible.
 bool cuda_available();

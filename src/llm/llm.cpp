@@ -4,11 +4,14 @@
 #include <exception>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "core/check.h"
 #include "core/logging.h"
+#include "dist/in_process_group.h"
 #include "engine/llm_engine.h"
 #include "engine/model_runner.h"
+#include "engine/tensor_parallel_executor.h"
 #include "kernels/backend.h"
 #include "llm/chat_prompt.h"
 #include "model/model_config.h"
@@ -51,6 +54,25 @@ std::unique_ptr<Backend> make_backend(const std::string& device, DType dtype) {
   if (device == "cpu") return make_cpu_backend();
   if (device == "cuda") return make_cuda_backend(dtype);
   throw Error(fmt::format("unknown device '{}' (expected cpu, cuda or auto)", device));
+}
+
+// The ranks of a tensor-parallel group over the CPU backend, the cores shared among them.
+std::unique_ptr<TensorParallelExecutor> make_tensor_parallel_executor(
+    const EngineConfig& config, const std::filesystem::path& model_dir,
+    const ModelConfig& model_config, LoadFormat format) {
+  const int size = config.tensor_parallel_size;
+  if (config.device != "cpu") {
+    throw Error(fmt::format(
+        "tensor_parallel_size {} runs on the CPU backend only in this build; on the GPU, "
+        "tensor parallelism is not implemented yet (use --device cpu, or one GPU)",
+        size));
+  }
+  const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / size);
+  return std::make_unique<TensorParallelExecutor>(
+      config, model_dir, model_config, format, make_in_process_group(size),
+      [threads](int, std::shared_ptr<Communicator> group) {
+        return make_cpu_backend(threads, std::move(group));
+      });
 }
 
 LoadFormat parse_load_format(const std::string& name) {
@@ -103,8 +125,11 @@ Prompt Prompt::from_messages(nlohmann::ordered_json messages, nlohmann::ordered_
 }
 
 struct LLM::State {
+  // One rank: the backend and model its runner drives. Several: the executor owns them (the
+  // engine owns the executor).
   std::unique_ptr<Backend> backend;
   std::unique_ptr<CausalLM> model;
+  const TensorParallelExecutor* tensor_parallel = nullptr;
   std::optional<Tokenizer> tokenizer;
   std::optional<ChatPrompt> chat;  // when the tokenizer has a chat template
   std::unique_ptr<LLMEngine> engine;
@@ -143,10 +168,17 @@ LLM::LLM(const std::filesystem::path& model_dir, const EngineConfig& requested)
   }
   state_->device = config.device;
   state_->dtype = dtype_name(dtype);
-  state_->backend = make_backend(config.device, dtype);
-  state_->model = load_causal_lm(model_dir, model_config, *state_->backend,
-                                 parse_load_format(config.load_format));
-  auto runner = std::make_unique<ModelRunner>(config, *state_->backend, *state_->model);
+  std::unique_ptr<ModelExecutor> runner;
+  const LoadFormat format = parse_load_format(config.load_format);
+  if (config.tensor_parallel_size > 1) {
+    auto executor = make_tensor_parallel_executor(config, model_dir, model_config, format);
+    state_->tensor_parallel = executor.get();
+    runner = std::move(executor);
+  } else {
+    state_->backend = make_backend(config.device, dtype);
+    state_->model = load_causal_lm(model_dir, model_config, *state_->backend, format);
+    runner = std::make_unique<ModelRunner>(config, *state_->backend, *state_->model);
+  }
   TokenTextDecoderFactory decoders;
   if (state_->tokenizer) {
     const Tokenizer* tokenizer = &*state_->tokenizer;
@@ -173,6 +205,7 @@ const GenerateStats& LLM::last_generate_stats() const {
 }
 
 DeviceMemoryInfo LLM::memory_info() const {
+  if (state_->tensor_parallel != nullptr) return state_->tensor_parallel->memory_info();
   return state_->backend->memory_info();
 }
 

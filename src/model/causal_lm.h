@@ -12,6 +12,12 @@
 
 namespace nanovllm {
 
+// Which rank of a tensor-parallel group of `size` ranks a model (its weights, its forward) is.
+struct TensorParallel {
+  int rank = 0;
+  int size = 1;
+};
+
 // One scheduled batch in device tensors (int32), prepared by the ModelRunner.
 struct ForwardBatch {
   Tensor input_ids;           // [T]
@@ -27,11 +33,10 @@ class CausalLM {
   // The checkpoint's config: layers, heads, KV heads, head_dim, vocabulary, max positions.
   virtual const ModelConfig& config() const = 0;
 
-  // The paged KV cache it reads and writes: config().num_hidden_layers layers of
-  // [blocks, block_size, num_kv_heads, head_dim] for K and for V, and the attention over it.
-  AttentionDims attention_dims() const {
-    return {config().num_attention_heads, config().num_key_value_heads, config().head_dim};
-  }
+  // The paged KV cache this rank reads and writes: config().num_hidden_layers layers of
+  // [blocks, block_size, num_kv_heads, head_dim] for K and for V, and the attention over it,
+  // with this rank's share of the heads.
+  virtual AttentionDims attention_dims() const = 0;
 
   // Whether forward() dumps its intermediates (NANOVLLM_DUMP_DIR), which copies to the host and
   // so cannot be captured in a graph.

@@ -59,7 +59,9 @@ void fill_dummy_weights(const std::vector<WeightSlot>& slots, Backend& backend) 
         for (int64_t block = begin; block < end; block += kBlock) {
           const int64_t n = std::min(kBlock, end - block);
           for (int64_t i = 0; i < n; ++i) {
-            values[i] = slot.is_norm_gain ? 1.0f : value_at(stream, first + block + i);
+            // The value of the checkpoint element, whatever shard of it this is.
+            values[i] =
+                slot.is_norm_gain ? 1.0f : value_at(stream, slot.source_index(first + block + i));
           }
           convert_elements(values, DType::kF32,
                            static_cast<std::byte*>(host) + block * element_size, dtype, n);

@@ -55,16 +55,20 @@ const ModelArchitecture& find_architecture(const ConfigFields& fields) {
                                         type, supported_names()));
 }
 
-std::unique_ptr<CausalLM> load_causal_lm(const std::filesystem::path& model_dir,
-                                         const ModelConfig& config, Backend& backend,
-                                         LoadFormat format) {
+const ModelArchitecture& find_architecture(const ModelConfig& config) {
   for (const ModelArchitecture* architecture : kArchitectures) {
-    if (architecture->name != config.architecture) continue;
-    const WeightSource weights = WeightSource::open(model_dir, format);
-    return architecture->load(config, weights, backend);
+    if (architecture->name == config.architecture) return *architecture;
   }
   throw Error(fmt::format("no architecture \"{}\"; this build serves {}", config.architecture,
                           supported_names()));
+}
+
+std::unique_ptr<CausalLM> load_causal_lm(const std::filesystem::path& model_dir,
+                                         const ModelConfig& config, Backend& backend,
+                                         LoadFormat format, TensorParallel tp) {
+  const ModelArchitecture& architecture = find_architecture(config);
+  const WeightSource weights = WeightSource::open(model_dir, format);
+  return architecture.load(config, weights, backend, tp);
 }
 
 }  // namespace nanovllm

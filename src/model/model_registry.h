@@ -21,19 +21,26 @@ struct ModelArchitecture {
   std::string_view model_type;  // config.json's "model_type": "qwen3"
   // Reads config.json, refusing every option the architecture does not implement.
   ModelConfig (*read_config)(const ConfigFields& fields);
-  // Takes device memory for the weights, fills them from `weights` and builds the model.
+  // Throws Error naming what of the model does not split over `ranks` tensor-parallel ranks.
+  void (*check_split)(const ModelConfig& config, int ranks);
+  // Takes device memory for rank `tp.rank`'s weights, fills them from `weights` and builds
+  // the model. Throws Error, before reading any weight, when the model does not split over
+  // `tp.size` ranks.
   std::unique_ptr<CausalLM> (*load)(const ModelConfig& config, const WeightSource& weights,
-                                    Backend& backend);
+                                    Backend& backend, TensorParallel tp);
 };
 
 std::span<const ModelArchitecture* const> model_architectures();
 
 // The architecture a config.json names; Error naming the supported ones for any other.
 const ModelArchitecture& find_architecture(const ConfigFields& fields);
+// The architecture of a config load_model_config read.
+const ModelArchitecture& find_architecture(const ModelConfig& config);
 
-// The model of `config` (read by load_model_config) with its weights from `model_dir`.
+// The model of `config` (read by load_model_config) with rank `tp.rank`'s weights from
+// `model_dir`.
 std::unique_ptr<CausalLM> load_causal_lm(const std::filesystem::path& model_dir,
                                          const ModelConfig& config, Backend& backend,
-                                         LoadFormat format);
+                                         LoadFormat format, TensorParallel tp = {});
 
 }  // namespace nanovllm

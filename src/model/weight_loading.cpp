@@ -92,16 +92,25 @@ void load_checkpoint(const SafetensorsCheckpoint& checkpoint, const WeightLayout
   StagedUploader uploader(backend);
   for (size_t i = 0; i < slots.size(); ++i) {
     const SafetensorsTensor& tensor = *matched[i];
-    if (tensor.dtype == dtype) {
-      // Already in the compute dtype: straight from the file mapping to the device.
-      NVLLM_CHECK_EQ(tensor.nbytes, slots[i].destination.nbytes());
-      backend.upload(slots[i].destination, tensor.data);
+    const WeightSlot& slot = slots[i];
+    const size_t source_size = dtype_size(tensor.dtype);
+    if (tensor.dtype == dtype && slot.shard.dim != 1) {
+      // Already in the compute dtype, and contiguous in the file: straight from the file
+      // mapping to the device.
+      NVLLM_CHECK_LE(slot.destination.nbytes(), tensor.nbytes);
+      backend.upload(slot.destination, tensor.data + slot.source_index(0) * source_size);
       continue;
     }
-    const size_t source_size = dtype_size(tensor.dtype);
-    uploader.upload(slots[i].destination, [&](void* host, int64_t first, int64_t count) {
-      const int64_t overflows = convert_elements_parallel(tensor.data + first * source_size,
-                                                          tensor.dtype, host, dtype, count);
+    const size_t target_size = dtype_size(dtype);
+    uploader.upload(slot.destination, [&](void* host, int64_t first, int64_t count) {
+      int64_t overflows = 0;
+      for (int64_t done = 0; done < count;) {
+        const int64_t run = slot.contiguous_run(first + done, count - done);
+        overflows += convert_elements_parallel(
+            tensor.data + slot.source_index(first + done) * source_size, tensor.dtype,
+            static_cast<std::byte*>(host) + done * target_size, dtype, run);
+        done += run;
+      }
       if (overflows > 0) {
         throw Error(fmt::format("{}: tensor '{}' has {} value(s) outside the {} range",
                                 tensor.file.string(), tensor.name, overflows, dtype_name(dtype)));
@@ -111,6 +120,18 @@ void load_checkpoint(const SafetensorsCheckpoint& checkpoint, const WeightLayout
 }
 
 }  // namespace
+
+int64_t WeightSlot::source_index(int64_t index) const {
+  if (shard.dim < 0) return index;
+  const int64_t columns = shape.size() >= 2 ? shape[1] : 1;
+  if (shard.dim == 0) return shard.start * (shape.size() >= 2 ? columns : 1) + index;
+  return index / shard.length * columns + shard.start + index % shard.length;
+}
+
+int64_t WeightSlot::contiguous_run(int64_t index, int64_t count) const {
+  if (shard.dim != 1) return count;
+  return std::min(count, shard.length - index % shard.length);
+}
 
 WeightSource WeightSource::open(const std::filesystem::path& model_dir, LoadFormat format) {
   WeightSource source;

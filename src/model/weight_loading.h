@@ -16,11 +16,25 @@ namespace nanovllm {
 
 enum class LoadFormat { kSafetensors, kDummy };
 
+// What of a checkpoint tensor one rank of a tensor-parallel group holds.
+struct WeightShard {
+  int dim = -1;  // 0: `length` rows from `start`; 1: `length` columns (of a matrix); -1: all
+  int64_t start = 0;
+  int64_t length = 0;
+};
+
 struct WeightSlot {
   std::string name;            // checkpoint name, e.g. "model.layers.0.self_attn.q_proj.weight"
   std::vector<int64_t> shape;  // the shape the checkpoint must have
-  Tensor destination;          // device view of that shape: a tensor, or rows of a merged one
+  Tensor destination;          // device view of the shard: a tensor, or rows of a merged one
   bool is_norm_gain = false;   // an RMSNorm weight (initialized to ones by the dummy loader)
+  WeightShard shard;
+
+  // The checkpoint element (row-major) that destination element `index` holds.
+  int64_t source_index(int64_t index) const;
+  // How many destination elements from `index` on, at most `count`, lie one after another in
+  // the checkpoint too.
+  int64_t contiguous_run(int64_t index, int64_t count) const;
 };
 
 struct WeightLayout {

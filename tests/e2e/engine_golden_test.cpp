@@ -1,5 +1,6 @@
 // The whole engine against the transformers goldens: greedy outputs must be the reference
-// continuations whatever the caching, preemption, chunking, block size or arrival order. Each
+// continuations whatever the caching, preemption, chunking, block size, arrival order or number
+// of tensor-parallel ranks. Each
 // case also asserts that the mechanism it is about actually happened.
 //
 // The backend comes from the environment: NANOVLLM_TEST_DEVICE=cuda runs the CUDA backend in
@@ -15,8 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "dist/in_process_group.h"
 #include "engine/llm_engine.h"
 #include "engine/model_runner.h"
+#include "engine/tensor_parallel_executor.h"
 #include "kernels/backend.h"
 #include "model/model_config.h"
 #include "model/qwen3/qwen3_model.h"
@@ -222,6 +225,35 @@ TEST(EngineGoldenTied, RealVocabularyTiedModel) {
   const std::vector<GoldenRequest> requests = load_requests("qwen3-tiny-tied");
   auto engine = tied.engine(base_config(16, 128));
   expect_golden(requests, run_all_at_once(*engine, requests), "tied");
+}
+
+// The model sharded over 2, 4 and 8 in-process ranks of the CPU backend, under preemption and
+// chunked prefill: the same reference continuations. (The tied model's 4 heads split over 2
+// and 4 ranks; the untied model's 8 heads and 2 KV heads, replicated past 2 ranks, over all.)
+TEST(EngineGoldenTensorParallel, ShardedModelsGiveTheReferenceContinuations) {
+  if (test_on_cuda()) GTEST_SKIP() << "tensor parallelism runs on the CPU backend";
+  const std::pair<std::string, int> cases[] = {{"qwen3-tiny-tied", 2},
+                                               {"qwen3-tiny-tied", 4},
+                                               {"qwen3-tiny-untied", 2},
+                                               {"qwen3-tiny-untied", 4},
+                                               {"qwen3-tiny-untied", 8}};
+  for (const auto& [name, ranks] : cases) {
+    const std::vector<GoldenRequest> requests = load_requests(name);
+    const ModelConfig model = load_model_config(model_dir(name));
+    EngineConfig config = base_config(16, 64);
+    config.max_num_batched_tokens = 256;  // chunked prefill, and preemption in 64 blocks
+    config.tensor_parallel_size = ranks;
+    LLMEngine engine(
+        config,
+        std::make_unique<TensorParallelExecutor>(
+            config, model_dir(name), model, LoadFormat::kSafetensors, make_in_process_group(ranks),
+            [](int, std::shared_ptr<Communicator> group) {
+              return make_cpu_backend(1, std::move(group));
+            }),
+        load_generation_config(model_dir(name), model).eos_token_ids);
+    expect_golden(requests, run_all_at_once(engine, requests),
+                  name + " over " + std::to_string(ranks) + " ranks");
+  }
 }
 
 }  // namespace

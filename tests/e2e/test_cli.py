@@ -182,6 +182,30 @@ def test_a_bad_command_line_is_bad_setup(args, needle):
     assert needle in err, err
 
 
+@pytest.mark.parametrize("ranks", [2, 4, 8])
+def test_tensor_parallel_ranks_on_the_cpu_generate_what_one_rank_does(ranks):
+    # The untied model's 8 heads and 2 KV heads split over 2, 4 and 8 ranks.
+    lines = "".join(json.dumps(r) + "\n" for r in [
+        {"prompt_token_ids": [9, 1000, 17], "max_tokens": 12, "temperature": 0},
+        {"prompt_token_ids": [5, 6, 7, 8], "max_tokens": 12, "temperature": 0.8, "top_k": 20,
+         "top_p": 0.9, "seed": 3, "logprobs": 2},
+    ])
+    args = ["generate", "--model", UNTIED, "--device", "cpu", "--no-progress"]
+    code, one, err = run(args, lines)
+    assert code == 0, err
+    code, sharded, err = run(args + ["--tensor-parallel-size", str(ranks)], lines)
+    assert code == 0, err
+    assert [r["token_ids"] for r in sharded] == [r["token_ids"] for r in one]
+    assert [len(r["logprobs"]) for r in sharded[1:]] == [12]
+
+
+def test_a_model_that_does_not_split_over_the_ranks_is_bad_setup():
+    code, rows, err = run(["generate", "--model", TIED, "--device", "cpu", "--prompt", "x",
+                           "--tensor-parallel-size", "3"])
+    assert code == 2 and rows == [], err
+    assert "the 4 attention heads do not split over 3 ranks" in err, err
+
+
 def interruptible_requests(num_short, num_long):
     """Short requests first, then ones that run for a long while on the CPU (the tied model's
     151,936-row LM head and vocabulary make every step slow)."""

@@ -139,25 +139,29 @@ TEST_P(CudaOpsTest, MemoryInfoCountsAllocations) {
   EXPECT_EQ(gpu_->memory_info().peak_allocated, after.allocated);
 }
 
+// The whole table (first id 0), and shards of a vocabulary-parallel one: ids of other shards
+// get zero rows.
 TEST_P(CudaOpsTest, Embedding) {
   for (int64_t hidden : {16, 1024, 1003, 40}) {
-    const int64_t vocab = 37;
-    const int64_t tokens = 13;
-    const std::vector<float> weight = random(vocab * hidden);
-    const std::vector<int32_t> ids = random_ints(tokens, 0, vocab - 1);
+    for (int64_t first_id : {0, 20, 74}) {
+      const int64_t vocab = 37;
+      const int64_t tokens = 13;
+      const std::vector<float> weight = random(vocab * hidden);
+      const std::vector<int32_t> ids = random_ints(tokens, 0, 3 * vocab - 1);
 
-    OwnedTensor cpu_weight = host_floats({vocab, hidden}, weight);
-    OwnedTensor cpu_ids = host_ints({tokens}, ids);
-    OwnedTensor cpu_out(DType::kF32, {tokens, hidden});
-    cpu_->embedding(cpu_ids.tensor, cpu_weight.tensor, cpu_out.tensor);
+      OwnedTensor cpu_weight = host_floats({vocab, hidden}, weight);
+      OwnedTensor cpu_ids = host_ints({tokens}, ids);
+      OwnedTensor cpu_out(DType::kF32, {tokens, hidden});
+      cpu_->embedding(cpu_ids.tensor, cpu_weight.tensor, first_id, cpu_out.tensor);
 
-    DeviceTensor gpu_weight = upload_floats(*gpu_, dtype(), {vocab, hidden}, weight);
-    DeviceTensor gpu_ids = upload_ints(*gpu_, {tokens}, ids);
-    DeviceTensor gpu_out = poisoned({tokens, hidden});
-    gpu_->embedding(gpu_ids.tensor(), gpu_weight.tensor(), gpu_out.tensor());
-    // A copy: exact.
-    EXPECT_EQ(download_floats(*gpu_, gpu_out.tensor()), values_of(cpu_out.tensor))
-        << label("embedding hidden {}", hidden);
+      DeviceTensor gpu_weight = upload_floats(*gpu_, dtype(), {vocab, hidden}, weight);
+      DeviceTensor gpu_ids = upload_ints(*gpu_, {tokens}, ids);
+      DeviceTensor gpu_out = poisoned({tokens, hidden});
+      gpu_->embedding(gpu_ids.tensor(), gpu_weight.tensor(), first_id, gpu_out.tensor());
+      // A copy: exact.
+      EXPECT_EQ(download_floats(*gpu_, gpu_out.tensor()), values_of(cpu_out.tensor))
+          << label("embedding hidden {} from id {}", hidden, first_id);
+    }
   }
 }
 
@@ -527,7 +531,7 @@ TEST_P(CudaOpsTest, OutOfRangeIndicesAreHarmless) {
   DeviceTensor weight = upload_floats(*gpu_, dtype(), {vocab, hidden}, random(vocab * hidden));
   DeviceTensor ids = upload_ints(*gpu_, {2}, {-1, static_cast<int32_t>(vocab)});
   DeviceTensor out = poisoned({2, hidden});
-  gpu_->embedding(ids.tensor(), weight.tensor(), out.tensor());
+  gpu_->embedding(ids.tensor(), weight.tensor(), 0, out.tensor());
   EXPECT_EQ(download_floats(*gpu_, out.tensor()), std::vector<float>(2 * hidden, 0.0f));
 
   DeviceTensor indices = upload_ints(*gpu_, {2}, {-5, static_cast<int32_t>(vocab)});
@@ -590,7 +594,7 @@ TEST_P(CudaOpsTest, CaptureReplayMatchesEagerRun) {
   DeviceTensor act(*gpu_, dtype(), {tokens, inter});
   DeviceTensor out(*gpu_, dtype(), {rows, inter});
   auto forward = [&] {
-    gpu_->embedding(ids.tensor(), embed.tensor(), x.tensor());
+    gpu_->embedding(ids.tensor(), embed.tensor(), 0, x.tensor());
     gpu_->rms_norm(x.tensor(), norm.tensor(), 1e-6f, h.tensor());
     gpu_->linear(h.tensor(), proj.tensor(), gate_up.tensor());
     gpu_->silu_mul(gate_up.tensor(), act.tensor());

@@ -33,7 +33,7 @@ class FakeBackend : public Backend {
     return values;
   }
 
-  void embedding(const Tensor&, const Tensor&, Tensor) override { unsupported(); }
+  void embedding(const Tensor&, const Tensor&, int64_t, Tensor) override { unsupported(); }
   void rms_norm(const Tensor&, const Tensor&, float, Tensor) override { unsupported(); }
   void add_rms_norm(Tensor, Tensor, const Tensor&, float) override { unsupported(); }
   void linear(const Tensor&, const Tensor&, Tensor) override { unsupported(); }
@@ -50,6 +50,8 @@ class FakeBackend : public Backend {
     unsupported();
   }
   void silu_mul(const Tensor&, Tensor) override { unsupported(); }
+  void all_reduce_sum(Tensor) override { unsupported(); }
+  void all_gather_columns(const Tensor&, Tensor) override { unsupported(); }
   void gather_rows(const Tensor&, const Tensor&, Tensor) override { unsupported(); }
   void gather_ids(const Tensor&, const Tensor&, Tensor) override { unsupported(); }
   void sample(const Tensor&, const SamplingTensors&, Tensor) override { unsupported(); }

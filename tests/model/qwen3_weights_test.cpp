@@ -308,5 +308,76 @@ TEST(Qwen3Weights, NoCheckpointIsAnError) {
                dir.path().string(), "no model.safetensors");
 }
 
+// Rows [first, first + count) of a row-major matrix of `columns` columns.
+std::vector<float> rows_of(const std::vector<float>& matrix, int64_t columns, int64_t first,
+                           int64_t count) {
+  return {matrix.begin() + first * columns, matrix.begin() + (first + count) * columns};
+}
+
+// Columns [first, first + count) of a row-major matrix of `columns` columns.
+std::vector<float> columns_of(const std::vector<float>& matrix, int64_t columns, int64_t first,
+                              int64_t count) {
+  std::vector<float> part;
+  for (size_t row = 0; row * columns < matrix.size(); ++row) {
+    const auto start = matrix.begin() + static_cast<int64_t>(row) * columns + first;
+    part.insert(part.end(), start, start + count);
+  }
+  return part;
+}
+
+// Each rank's shard holds exactly its rows (q/k/v by heads, gate/up, the vocabulary) and
+// columns (o_proj, down_proj) of the whole tensors; the KV heads are replicated over 4 ranks.
+// Straight from an F32 file, and converted from BF16.
+TEST(Qwen3Weights, ShardsAreTheRowsAndColumnsOfTheWholeTensors) {
+  for (DType file_dtype : {DType::kF32, DType::kBF16}) {
+    TempDir dir;
+    const json config_json = tiny_config_json();  // 4 heads, 2 KV heads of 8, hidden 16
+    write_checkpoint(dir.path(), config_json, qwen3_reference_tensors(config_json, 3),
+                     {file_dtype}, 2);
+    const ModelConfig config = load_model_config(dir.path());
+    FakeBackend backend(DType::kF32);
+    const Qwen3Weights whole =
+        load_qwen3_weights(dir.path(), config, backend, LoadFormat::kSafetensors);
+    const auto read = [&](const Tensor& t) { return testing::read_floats(backend, t); };
+    const Qwen3LayerWeights& all = whole.layers[1];
+    const int64_t hidden = 16, d = 8, heads = 4, kv = 2, inter = 24, vocab = 40;
+    for (int ranks : {2, 4}) {
+      for (int rank = 0; rank < ranks; ++rank) {
+        const std::string where = fmt::format("{} file, rank {} of {}", dtype_name(file_dtype),
+                                              rank, ranks);
+        const Qwen3Weights shard = load_qwen3_weights(
+            dir.path(), config, backend, LoadFormat::kSafetensors, {rank, ranks});
+        const Qwen3LayerWeights& mine = shard.layers[1];
+        const int64_t q_rows = heads / ranks * d;
+        const int64_t kv_head = kv >= ranks ? rank * (kv / ranks) : rank / (ranks / kv);
+        const int64_t kv_rows = (kv >= ranks ? kv / ranks : 1) * d;
+        const int64_t cols = inter / ranks;
+        const std::vector<float> qkv = read(all.qkv_proj);
+        const std::vector<float> q = rows_of(qkv, hidden, rank * q_rows, q_rows);
+        const std::vector<float> k = rows_of(qkv, hidden, heads * d + kv_head * d, kv_rows);
+        const std::vector<float> v = rows_of(qkv, hidden, (heads + kv) * d + kv_head * d, kv_rows);
+        EXPECT_EQ(read(mine.qkv_proj), testing::concat({&q, &k, &v})) << where;
+        EXPECT_EQ(read(mine.o_proj), columns_of(read(all.o_proj), heads * d, rank * q_rows,
+                                                q_rows))
+            << where;
+        const std::vector<float> gate_up = read(all.gate_up_proj);
+        const std::vector<float> gate = rows_of(gate_up, hidden, rank * cols, cols);
+        const std::vector<float> up = rows_of(gate_up, hidden, inter + rank * cols, cols);
+        EXPECT_EQ(read(mine.gate_up_proj), testing::concat({&gate, &up})) << where;
+        EXPECT_EQ(read(mine.down_proj), columns_of(read(all.down_proj), inter, rank * cols, cols))
+            << where;
+        EXPECT_EQ(read(mine.input_layernorm), read(all.input_layernorm)) << where;
+        EXPECT_EQ(read(mine.k_norm), read(all.k_norm)) << where;
+        const int64_t rows = vocab / ranks;
+        EXPECT_EQ(read(shard.embed_tokens),
+                  rows_of(read(whole.embed_tokens), hidden, rank * rows, rows))
+            << where;
+        EXPECT_EQ(read(shard.lm_head), rows_of(read(whole.lm_head), hidden, rank * rows, rows))
+            << where;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace nanovllm

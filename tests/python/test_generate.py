@@ -1,6 +1,7 @@
 """generate() and chat() give what the engine gives: the goldens for greedy decoding, and the
 same rows as `nanovllm generate` for the same requests."""
 import nanovllm
+import pytest
 from conftest import TIED, UNTIED, cli_generate, golden
 from nanovllm import LLM, SamplingParams
 
@@ -100,3 +101,20 @@ def test_last_generate_stats_count_the_steps(untied_llm):
                         use_tqdm=False)
     stats = untied_llm.last_generate_stats()
     assert stats["prefill_steps"] == 1 and stats["decode_steps"] == 4 and stats["steps"] == 5
+
+
+def test_tensor_parallel_ranks_on_the_cpu_reproduce_the_goldens():
+    # nano-vllm's keyword; the untied model's 8 heads split over 2, 4 and 8 ranks.
+    reference = golden(UNTIED)["prompts"][0]
+    # Up to the first near-tie, which float32 sums in another order may resolve either way.
+    length = next((i for i, step in enumerate(reference["greedy_steps"]) if step["margin"] < 1e-4),
+                  len(reference["greedy_steps"]))
+    expected = reference["greedy_token_ids"][:length]
+    for ranks in (2, 4, 8):
+        llm = LLM(UNTIED, tensor_parallel_size=ranks, device="cpu")
+        [output] = llm.generate([reference["token_ids"]],
+                                SamplingParams(temperature=0.0, max_tokens=length, ignore_eos=True),
+                                use_tqdm=False)
+        assert output["token_ids"] == expected, ranks
+    with pytest.raises(ValueError, match="the 4 attention heads do not split over 3 ranks"):
+        LLM(TIED, tensor_parallel_size=3, device="cpu")

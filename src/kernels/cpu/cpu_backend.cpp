@@ -10,7 +10,8 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int num_threads) : pool_(num_threads) {}
+  CpuBackend(int num_threads, std::shared_ptr<Communicator> group)
+      : pool_(num_threads), group_(std::move(group)) {}
 
   Device device() const override { return Device::kCPU; }
   DType compute_dtype() const override { return DType::kF32; }
@@ -25,8 +26,8 @@ class CpuBackend final : public Backend {
   }
   void synchronize() override {}
 
-  void embedding(const Tensor& ids, const Tensor& weight, Tensor out) override {
-    cpu::embedding(ids, weight, out, pool_);
+  void embedding(const Tensor& ids, const Tensor& weight, int64_t first_id, Tensor out) override {
+    cpu::embedding(ids, weight, first_id, out, pool_);
   }
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out) override {
     cpu::rms_norm(x, weight, eps, out, pool_);
@@ -50,6 +51,13 @@ class CpuBackend final : public Backend {
     cpu::attention(qkv, cache, metadata, dims, scale, out, pool_);
   }
   void silu_mul(const Tensor& gate_up, Tensor out) override { cpu::silu_mul(gate_up, out, pool_); }
+  void all_reduce_sum(Tensor x) override {
+    if (group_) group_->all_reduce_sum(x, nullptr);
+  }
+  void all_gather_columns(const Tensor& x, Tensor out) override {
+    if (group_) return group_->all_gather_columns(x, out, nullptr);
+    cpu::copy_rows(x, out);
+  }
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) override {
     cpu::gather_rows(x, indices, out, pool_);
   }
@@ -72,12 +80,13 @@ class CpuBackend final : public Backend {
   }
 
   cpu::ThreadPool pool_;
+  std::shared_ptr<Communicator> group_;  // null: one rank
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int num_threads) {
-  return std::make_unique<CpuBackend>(num_threads);
+std::unique_ptr<Backend> make_cpu_backend(int num_threads, std::shared_ptr<Communicator> group) {
+  return std::make_unique<CpuBackend>(num_threads, std::move(group));
 }
 
 }  // namespace nanovllm

@@ -11,7 +11,8 @@
 
 namespace nanovllm::cpu {
 
-void embedding(const Tensor& ids, const Tensor& weight, Tensor out, ThreadPool& pool);
+void embedding(const Tensor& ids, const Tensor& weight, int64_t first_id, Tensor out,
+               ThreadPool& pool);
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out, ThreadPool& pool);
 void add_rms_norm(Tensor x, Tensor residual, const Tensor& weight, float eps, ThreadPool& pool);
 void linear(const Tensor& x, const Tensor& weight, Tensor out, ThreadPool& pool);
@@ -24,9 +25,8 @@ void attention(const Tensor& qkv, const LayerKVCache& cache, const AttentionMeta
 void silu_mul(const Tensor& gate_up, Tensor out, ThreadPool& pool);
 void gather_rows(const Tensor& x, const Tensor& indices, Tensor out, ThreadPool& pool);
 void gather_ids(const Tensor& ids, const Tensor& indices, Tensor out);
-// dst[i, :] = src[index[i], :] for rows of `width` floats; indices already checked.
-void copy_indexed_rows(const float* src, const int32_t* index, int64_t count, int64_t width,
-                       float* dst, ThreadPool& pool);
+// out = x, both f32 [R, C] (an all-gather over one rank).
+void copy_rows(const Tensor& x, Tensor out);
 
 void sample(const Tensor& logits, const SamplingTensors& params, Tensor token_ids,
             ThreadPool& pool);

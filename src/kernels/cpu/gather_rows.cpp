@@ -18,6 +18,17 @@ const int32_t* checked_indices(const Tensor& indices, int64_t rows) {
   return index;
 }
 
+// dst[i, :] = src[index[i], :] for rows of `width` floats; indices already checked.
+void copy_indexed_rows(const float* src, const int32_t* index, int64_t count, int64_t width,
+                       float* dst, ThreadPool& pool) {
+  const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
+  pool.parallel_for(count, width, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      std::memcpy(dst + i * width, src + static_cast<int64_t>(index[i]) * width, row_bytes);
+    }
+  });
+}
+
 }  // namespace
 
 void gather_rows(const Tensor& x, const Tensor& indices, Tensor out, ThreadPool& pool) {
@@ -39,14 +50,13 @@ void gather_ids(const Tensor& ids, const Tensor& indices, Tensor out) {
   for (int64_t i = 0; i < count; ++i) dst[i] = src[index[i]];
 }
 
-void copy_indexed_rows(const float* src, const int32_t* index, int64_t count, int64_t width,
-                       float* dst, ThreadPool& pool) {
-  const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
-  pool.parallel_for(count, width, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      std::memcpy(dst + i * width, src + static_cast<int64_t>(index[i]) * width, row_bytes);
-    }
-  });
+void copy_rows(const Tensor& x, Tensor out) {
+  check_tensor(x, "copy_rows x", DType::kF32, 2);
+  check_shape(out, "copy_rows out", DType::kF32, {x.size(0), x.size(1)});
+  for (int64_t r = 0; r < x.size(0); ++r) {
+    std::memcpy(out.data_as<float>() + r * out.stride(0), x.data_as<float>() + r * x.stride(0),
+                x.size(1) * sizeof(float));
+  }
 }
 
 }  // namespace nanovllm::cpu

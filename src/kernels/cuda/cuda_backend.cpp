@@ -250,7 +250,7 @@ std::unique_ptr<CapturedGraph> CudaBackend::capture(const std::function<void()>&
   return std::make_unique<CudaGraph>(exec, stream());
 }
 
-void CudaBackend::embedding(const Tensor& ids, const Tensor& weight, Tensor out) {
+void CudaBackend::embedding(const Tensor& ids, const Tensor& weight, int64_t first_id, Tensor out) {
   check_contiguous(ids, "ids", DType::kI32, {-1});
   const int64_t tokens = ids.size(0);
   check_contiguous(weight, "embedding weight", dtype_, {-1, -1});
@@ -258,8 +258,8 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& weight, Tensor out)
   const int64_t hidden = weight.size(1);
   check_rows(out, "embedding out", dtype_, {tokens, hidden});
   // An embedding lookup is a row gather from the weight (an id outside it gets a zero row).
-  cuda::gather_rows(dtype_, weight.data(), hidden, vocab, ids.data_as<int32_t>(), tokens, hidden,
-                    out.data(), out.stride(0), stream());
+  cuda::gather_rows(dtype_, weight.data(), hidden, vocab, ids.data_as<int32_t>(), first_id, tokens,
+                    hidden, out.data(), out.stride(0), stream());
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out) {
@@ -487,8 +487,22 @@ void CudaBackend::gather_rows(const Tensor& x, const Tensor& indices, Tensor out
   check_rows(out, "gather_rows out", dtype_, {count, width});
   NVLLM_CHECK_MSG(count == 0 || width == 0 || out.data() != x.data(),
                   "gather_rows out must not share storage with x");
-  cuda::gather_rows(dtype_, x.data(), x.stride(0), x.size(0), indices.data_as<int32_t>(), count,
+  cuda::gather_rows(dtype_, x.data(), x.stride(0), x.size(0), indices.data_as<int32_t>(), 0, count,
                     width, out.data(), out.stride(0), stream());
+}
+
+// One rank: the sum over the group is x itself, the gather a copy.
+void CudaBackend::all_reduce_sum(Tensor x) {
+  check_rows(x, "all_reduce_sum x", dtype_, {-1, -1});
+}
+
+void CudaBackend::all_gather_columns(const Tensor& x, Tensor out) {
+  check_rows(x, "all_gather_columns x", x.dtype(), {-1, -1});
+  check_rows(out, "all_gather_columns out", x.dtype(), {x.size(0), x.size(1)});
+  const size_t row_bytes = static_cast<size_t>(x.size(1)) * dtype_size(x.dtype());
+  NVLLM_CUDA_CHECK(cudaMemcpy2DAsync(out.data(), out.stride(0) * dtype_size(out.dtype()), x.data(),
+                                     x.stride(0) * dtype_size(x.dtype()), row_bytes, x.size(0),
+                                     cudaMemcpyDeviceToDevice, stream()));
 }
 
 void CudaBackend::gather_ids(const Tensor& ids, const Tensor& indices, Tensor out) {
@@ -497,8 +511,8 @@ void CudaBackend::gather_ids(const Tensor& ids, const Tensor& indices, Tensor ou
   const int64_t count = indices.size(0);
   check_contiguous(out, "gather_ids out", DType::kI32, {count});
   // The row gather moves 4-byte elements as they are: int32 ids pass through as f32 words.
-  cuda::gather_rows(DType::kF32, ids.data(), 1, ids.size(0), indices.data_as<int32_t>(), count, 1,
-                    out.data(), 1, stream());
+  cuda::gather_rows(DType::kF32, ids.data(), 1, ids.size(0), indices.data_as<int32_t>(), 0, count,
+                    1, out.data(), 1, stream());
 }
 
 void CudaBackend::sample(const Tensor& logits, const SamplingTensors& params, Tensor token_ids) {

@@ -51,7 +51,7 @@ class CudaBackend final : public Backend {
   bool has_graphs() const override { return true; }
   std::unique_ptr<CapturedGraph> capture(const std::function<void()>& body) override;
 
-  void embedding(const Tensor& ids, const Tensor& weight, Tensor out) override;
+  void embedding(const Tensor& ids, const Tensor& weight, int64_t first_id, Tensor out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out) override;
   void add_rms_norm(Tensor x, Tensor residual, const Tensor& weight, float eps) override;
   void linear(const Tensor& x, const Tensor& weight, Tensor out) override;
@@ -79,6 +79,8 @@ class CudaBackend final : public Backend {
                     Tensor pending) override;
   void fold_pending(Tensor residual, Tensor pending) override;
   void silu_linear_add(const Tensor& gate_up, const Tensor& weight, Tensor residual) override;
+  void all_reduce_sum(Tensor x) override;
+  void all_gather_columns(const Tensor& x, Tensor out) override;
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) override;
   void gather_ids(const Tensor& ids, const Tensor& indices, Tensor out) override;
   void sample(const Tensor& logits, const SamplingTensors& params, Tensor token_ids) override;

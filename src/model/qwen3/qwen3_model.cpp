@@ -8,6 +8,11 @@
 // the SiLU) in the linear before it, 5 kernels a layer instead of 8, or 4 with the MLP in one.
 // The values are the same save for the order of the norms' sums. forward() picks the path.
 //
+// Over a tensor-parallel group each rank holds its share of the heads, of the MLP's columns and
+// of the vocabulary (qwen3_weights.h): the embedding lookup, o_proj and down_proj give partial
+// sums that an all-reduce completes, and the LM head's columns are gathered, so every rank has
+// all the logits and samples the same tokens.
+//
 // Dumped names (NANOVLLM_DUMP_DIR), with T tokens, H hidden, B logit rows:
 //   input_ids, positions [T] (int32); embed [T, H]
 //   layer{i}.input_norm [T, H]; layer{i}.qkv [T, (heads + 2 kv_heads) * head_dim] (projection);
@@ -41,22 +46,24 @@ struct Qwen3Model::Workspace {
   Buffer act;           // [T, I]
   Buffer last_hidden;   // [B, H]
   Buffer logits;        // [B, vocab]
+  Buffer shard_logits;  // [B, this rank's vocab], over several ranks
   OwnedTensor pending;  // i64 [1, H], zeros between steps; where the backend fuses the MLP
   TensorDumper dumper;
 };
 
 // One forward's views of the workspace.
 struct Qwen3Model::Activations {
-  int64_t tokens = 0;  // T
-  int64_t rows = 0;    // B
-  Tensor residual;     // [T, H]
-  Tensor h;            // [T, H]
-  Tensor qkv;          // [T, (nq + 2 nkv) D]
-  Tensor attn;         // [T, nq D]
-  Tensor gate_up;      // [T, 2 I]
-  Tensor act;          // [T, I]
-  Tensor last_hidden;  // [B, H]
-  Tensor logits;       // f32 [B, V]
+  int64_t tokens = 0;   // T
+  int64_t rows = 0;     // B
+  Tensor residual;      // [T, H]
+  Tensor h;             // [T, H]
+  Tensor qkv;           // [T, (nq + 2 nkv) D]
+  Tensor attn;          // [T, nq D]
+  Tensor gate_up;       // [T, 2 I]
+  Tensor act;           // [T, I]
+  Tensor last_hidden;   // [B, H]
+  Tensor logits;        // f32 [B, V]
+  Tensor shard_logits;  // f32 [B, V / ranks], over several ranks
 };
 
 namespace {
@@ -81,8 +88,12 @@ void reserve_buffer(Buffer& buffer, size_t bytes, Device device) {
 
 }  // namespace
 
-Qwen3Model::Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend& backend)
-    : config_(config), weights_(std::move(weights)), backend_(backend) {
+Qwen3Model::Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend& backend,
+                       TensorParallel tp)
+    : config_(config),
+      shard_(Qwen3Shard::of(config, tp)),
+      weights_(std::move(weights)),
+      backend_(backend) {
   const ModelConfig& c = config_;
   NVLLM_CHECK_GE(c.num_hidden_layers, 1);
   NVLLM_CHECK_MSG(c.num_attention_heads > 0 && c.num_key_value_heads > 0 &&
@@ -93,9 +104,9 @@ Qwen3Model::Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend&
   const Device device = backend.device();
   const int64_t hidden = c.hidden_size;
   const AttentionDims dims = attention_dims();
-  check_weight(weights_.embed_tokens, "embed_tokens", dtype, device, {c.vocab_size, hidden});
+  check_weight(weights_.embed_tokens, "embed_tokens", dtype, device, {shard_.vocab, hidden});
   check_weight(weights_.norm, "norm", dtype, device, {hidden});
-  check_weight(weights_.lm_head, "lm_head", dtype, device, {c.vocab_size, hidden});
+  check_weight(weights_.lm_head, "lm_head", dtype, device, {shard_.vocab, hidden});
   NVLLM_CHECK_EQ(weights_.layers.size(), static_cast<size_t>(c.num_hidden_layers));
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     const Qwen3LayerWeights& w = weights_.layers[i];
@@ -108,8 +119,8 @@ Qwen3Model::Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend&
     check(w.k_norm, "k_norm", {dims.head_dim});
     check(w.o_proj, "o_proj", {hidden, dims.q_size()});
     check(w.post_attention_layernorm, "post_attention_layernorm", {hidden});
-    check(w.gate_up_proj, "gate_up_proj", {2 * int64_t{c.intermediate_size}, hidden});
-    check(w.down_proj, "down_proj", {hidden, c.intermediate_size});
+    check(w.gate_up_proj, "gate_up_proj", {2 * int64_t{shard_.intermediate}, hidden});
+    check(w.down_proj, "down_proj", {hidden, shard_.intermediate});
   }
 
   workspace_ = std::make_shared<Workspace>(backend);
@@ -118,12 +129,18 @@ Qwen3Model::Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend&
   workspace_->cos_sin =
       OwnedTensor(DType::kF32, {c.max_position_embeddings, dims.head_dim}, device);
   backend.upload(workspace_->cos_sin.tensor, table.data());
-  one_row_ = backend.one_row_kernels(hidden, c.intermediate_size);
+  // The one-row kernels add o_proj and down_proj into the residual stream themselves, which
+  // over several ranks must wait for the all-reduce.
+  if (tp.size == 1) one_row_ = backend.one_row_kernels(hidden, c.intermediate_size);
   if (one_row_.mlp) {
     workspace_->pending = OwnedTensor(DType::kI64, {1, hidden}, device);
     const std::vector<int64_t> zeros(hidden, 0);
     backend.upload(workspace_->pending.tensor, zeros.data());
   }
+}
+
+AttentionDims Qwen3Model::attention_dims() const {
+  return {shard_.heads, shard_.kv_heads, config_.head_dim};
 }
 
 bool Qwen3Model::dumps_tensors() const {
@@ -134,7 +151,7 @@ void Qwen3Model::reserve(int64_t tokens, int64_t logit_rows) {
   const ModelConfig& c = config_;
   const AttentionDims dims = attention_dims();
   const int64_t hidden = c.hidden_size;
-  const int64_t inter = c.intermediate_size;
+  const int64_t inter = shard_.intermediate;
   const size_t elem = dtype_size(backend_.compute_dtype());
   const Device device = backend_.device();
   Workspace& ws = *workspace_;
@@ -150,6 +167,9 @@ void Qwen3Model::reserve(int64_t tokens, int64_t logit_rows) {
   if (logit_rows > ws.logit_row_capacity) {
     reserve_buffer(ws.last_hidden, logit_rows * hidden * elem, device);
     reserve_buffer(ws.logits, logit_rows * c.vocab_size * sizeof(float), device);
+    if (shard_.tp.size > 1) {
+      reserve_buffer(ws.shard_logits, logit_rows * shard_.vocab * sizeof(float), device);
+    }
     ws.logit_row_capacity = logit_rows;
   }
 }
@@ -163,7 +183,7 @@ Tensor Qwen3Model::forward(const ForwardBatch& batch, const std::vector<LayerKVC
   const int64_t rows = batch.last_token_indices.size(0);
   NVLLM_CHECK_GT(tokens, 0);
   const int64_t hidden = c.hidden_size;
-  const int64_t inter = c.intermediate_size;
+  const int64_t inter = shard_.intermediate;
   const AttentionDims dims = attention_dims();
   const DType dtype = backend_.compute_dtype();
 
@@ -180,12 +200,16 @@ Tensor Qwen3Model::forward(const ForwardBatch& batch, const std::vector<LayerKVC
   a.act = ws.act.as_tensor(dtype, {tokens, inter});
   a.last_hidden = ws.last_hidden.as_tensor(dtype, {rows, hidden});
   a.logits = ws.logits.as_tensor(DType::kF32, {rows, c.vocab_size});
+  if (shard_.tp.size > 1)
+    a.shard_logits = ws.shard_logits.as_tensor(DType::kF32, {rows, shard_.vocab});
 
   TensorDumper& dumper = ws.dumper;
   dumper.dump("input_ids", batch.input_ids);
   dumper.dump("positions", batch.positions);
   // The residual stream starts as the embeddings; layer 0's input norm reads it directly.
-  backend_.embedding(batch.input_ids, weights_.embed_tokens, a.residual);  // [T, H]
+  // Each rank looks up the ids of its rows of the vocabulary; the others' are zeros.
+  backend_.embedding(batch.input_ids, weights_.embed_tokens, shard_.first_id, a.residual);
+  if (shard_.tp.size > 1) backend_.all_reduce_sum(a.residual);  // [T, H]
   dumper.dump("embed", a.residual);
   // The one-row path does not keep the intermediates that a dump shows.
   if (tokens == 1 && one_row_.linears && !dumper.enabled()) {
@@ -263,7 +287,8 @@ Tensor Qwen3Model::forward_rows(const ForwardBatch& batch,
     backend_.linear(a.h, w.qkv_proj, a.qkv);  // [T, (nq + 2 nkv) D]
     dump_layer(i, "qkv", a.qkv);
     attend(i, batch, kv_cache[i], a);
-    backend_.linear(a.attn, w.o_proj, a.h);  // [T, H]
+    backend_.linear(a.attn, w.o_proj, a.h);  // [T, H]; over ranks, a partial sum
+    if (shard_.tp.size > 1) backend_.all_reduce_sum(a.h);
     dump_layer(i, "attn_out", a.h);
 
     backend_.add_rms_norm(a.h, a.residual, w.post_attention_layernorm, eps);  // residual += attn
@@ -272,7 +297,8 @@ Tensor Qwen3Model::forward_rows(const ForwardBatch& batch,
     dump_layer(i, "gate_up", a.gate_up);
     backend_.silu_mul(a.gate_up, a.act);  // [T, I]
     dump_layer(i, "mlp_act", a.act);
-    backend_.linear(a.act, w.down_proj, a.h);  // [T, H]
+    backend_.linear(a.act, w.down_proj, a.h);  // [T, H]; over ranks, a partial sum
+    if (shard_.tp.size > 1) backend_.all_reduce_sum(a.h);
     dump_layer(i, "mlp_out", a.h);
   }
   backend_.add_rms_norm(a.h, a.residual, weights_.norm, eps);  // residual += mlp; h = final norm
@@ -283,15 +309,24 @@ Tensor Qwen3Model::forward_rows(const ForwardBatch& batch,
   const Tensor sampled_hidden = a.rows == a.tokens ? a.h : a.last_hidden;  // [B, H]
   if (a.rows != a.tokens) backend_.gather_rows(a.h, batch.last_token_indices, a.last_hidden);
   dumper.dump("last_hidden", sampled_hidden);
-  backend_.linear(sampled_hidden, weights_.lm_head, a.logits);  // [B, V]
+  if (shard_.tp.size > 1) {
+    backend_.linear(sampled_hidden, weights_.lm_head, a.shard_logits);  // [B, V / ranks]
+    backend_.all_gather_columns(a.shard_logits, a.logits);              // [B, V]
+  } else {
+    backend_.linear(sampled_hidden, weights_.lm_head, a.logits);  // [B, V]
+  }
   dumper.dump("logits", a.logits);
   return a.logits;
 }
 
+void check_qwen3_split(const ModelConfig& config, int ranks) {
+  (void)Qwen3Shard::of(config, {0, ranks});
+}
+
 std::unique_ptr<CausalLM> load_qwen3(const ModelConfig& config, const WeightSource& weights,
-                                     Backend& backend) {
-  return std::make_unique<Qwen3Model>(config, load_qwen3_weights(config, weights, backend),
-                                      backend);
+                                     Backend& backend, TensorParallel tp) {
+  return std::make_unique<Qwen3Model>(config, load_qwen3_weights(config, weights, backend, tp),
+                                      backend, tp);
 }
 
 }  // namespace nanovllm

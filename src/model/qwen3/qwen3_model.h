@@ -14,11 +14,14 @@ namespace nanovllm {
 
 class Qwen3Model final : public CausalLM {
  public:
-  // Checks every weight's shape against the config. Intermediate tensors are dumped when
-  // NANOVLLM_DUMP_DIR is set (see tensor_dump.h and qwen3_model.cpp for the names).
-  Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend& backend);
+  // Rank tp.rank of a tensor-parallel group (the backend's). Checks every weight's shape
+  // against the config. Intermediate tensors are dumped when NANOVLLM_DUMP_DIR is set (see
+  // tensor_dump.h and qwen3_model.cpp for the names).
+  Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend& backend,
+             TensorParallel tp = {});
 
   const ModelConfig& config() const override { return config_; }
+  AttentionDims attention_dims() const override;
   bool dumps_tensors() const override;
   void reserve(int64_t tokens, int64_t logit_rows) override;
   Tensor forward(const ForwardBatch& batch, const std::vector<LayerKVCache>& kv_cache) override;
@@ -37,6 +40,7 @@ class Qwen3Model final : public CausalLM {
               const Activations& a);
 
   ModelConfig config_;
+  Qwen3Shard shard_;
   Qwen3Weights weights_;
   Backend& backend_;
   OneRowKernels one_row_;  // what the backend's one-row kernels serve at this model's widths
@@ -45,10 +49,11 @@ class Qwen3Model final : public CausalLM {
 };
 
 ModelConfig read_qwen3_config(const ConfigFields& fields);
+void check_qwen3_split(const ModelConfig& config, int ranks);
 std::unique_ptr<CausalLM> load_qwen3(const ModelConfig& config, const WeightSource& weights,
-                                     Backend& backend);
+                                     Backend& backend, TensorParallel tp);
 
-inline constexpr ModelArchitecture kQwen3Architecture = {"Qwen3ForCausalLM", "qwen3",
-                                                         &read_qwen3_config, &load_qwen3};
+inline constexpr ModelArchitecture kQwen3Architecture = {
+    "Qwen3ForCausalLM", "qwen3", &read_qwen3_config, &check_qwen3_split, &load_qwen3};
 
 }  // namespace nanovllm

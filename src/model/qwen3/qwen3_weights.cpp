@@ -28,18 +28,58 @@ class Allocator {
 
 }  // namespace
 
-Qwen3Weights allocate_qwen3_weights(const ModelConfig& config, Backend& backend) {
+Qwen3Shard Qwen3Shard::of(const ModelConfig& config, TensorParallel tp) {
+  NVLLM_CHECK_MSG(tp.size >= 1 && tp.rank >= 0 && tp.rank < tp.size, "rank {} of {} ranks", tp.rank,
+                  tp.size);
+  const auto refuse = [&](const std::string& what) {
+    throw Error(fmt::format("tensor_parallel_size {}: {}", tp.size, what));
+  };
+  const int heads = config.num_attention_heads;
+  const int kv_heads = config.num_key_value_heads;
+  if (heads % tp.size != 0) {
+    refuse(fmt::format("the {} attention heads do not split over {} ranks", heads, tp.size));
+  }
+  if (kv_heads % tp.size != 0 && tp.size % kv_heads != 0) {
+    refuse(fmt::format("the {} key/value heads neither split over {} ranks nor divide them",
+                       kv_heads, tp.size));
+  }
+  if (config.intermediate_size % tp.size != 0) {
+    refuse(fmt::format("the MLP's {} columns do not split over {} ranks", config.intermediate_size,
+                       tp.size));
+  }
+  if (config.vocab_size % tp.size != 0) {
+    refuse(fmt::format("the vocabulary of {} does not split over {} ranks", config.vocab_size,
+                       tp.size));
+  }
+  Qwen3Shard shard;
+  shard.tp = tp;
+  shard.heads = heads / tp.size;
+  if (kv_heads >= tp.size) {
+    shard.kv_heads = kv_heads / tp.size;
+    shard.first_kv_head = shard.kv_heads * tp.rank;
+  } else {  // each KV head serves tp.size / kv_heads ranks
+    shard.kv_heads = 1;
+    shard.first_kv_head = tp.rank / (tp.size / kv_heads);
+  }
+  shard.intermediate = config.intermediate_size / tp.size;
+  shard.vocab = config.vocab_size / tp.size;
+  shard.first_id = shard.vocab * tp.rank;
+  return shard;
+}
+
+Qwen3Weights allocate_qwen3_weights(const ModelConfig& config, const Qwen3Shard& shard,
+                                    Backend& backend) {
   NVLLM_CHECK_MSG(is_floating(backend.compute_dtype()), "weights cannot be kept in {}",
                   dtype_name(backend.compute_dtype()));
   const int64_t hidden = config.hidden_size;
-  const int64_t q_rows = int64_t{config.num_attention_heads} * config.head_dim;
-  const int64_t kv_rows = int64_t{config.num_key_value_heads} * config.head_dim;
-  const int64_t intermediate = config.intermediate_size;
+  const int64_t q_rows = int64_t{shard.heads} * config.head_dim;
+  const int64_t kv_rows = int64_t{shard.kv_heads} * config.head_dim;
+  const int64_t intermediate = shard.intermediate;
 
   Qwen3Weights weights;
   weights.storage.reserve(3 + 8 * static_cast<size_t>(config.num_hidden_layers));
   Allocator allocate(backend, weights);
-  weights.embed_tokens = allocate.make({config.vocab_size, hidden});
+  weights.embed_tokens = allocate.make({shard.vocab, hidden});
   weights.layers.resize(config.num_hidden_layers);
   for (Qwen3LayerWeights& layer : weights.layers) {
     layer.input_layernorm = allocate.make({hidden});
@@ -52,66 +92,87 @@ Qwen3Weights allocate_qwen3_weights(const ModelConfig& config, Backend& backend)
     layer.down_proj = allocate.make({hidden, intermediate});
   }
   weights.norm = allocate.make({hidden});
-  weights.lm_head = config.tie_word_embeddings ? weights.embed_tokens
-                                               : allocate.make({config.vocab_size, hidden});
+  weights.lm_head =
+      config.tie_word_embeddings ? weights.embed_tokens : allocate.make({shard.vocab, hidden});
   return weights;
 }
 
-WeightLayout qwen3_weight_layout(const ModelConfig& config, const Qwen3Weights& weights) {
+WeightLayout qwen3_weight_layout(const ModelConfig& config, const Qwen3Shard& shard,
+                                 const Qwen3Weights& weights) {
   const int64_t head_dim = config.head_dim;
-  const int64_t q_rows = config.num_attention_heads * head_dim;
-  const int64_t kv_rows = config.num_key_value_heads * head_dim;
-  const int64_t intermediate = config.intermediate_size;
+  const int64_t hidden = config.hidden_size;
+  const int64_t q_rows = int64_t{shard.heads} * head_dim;
+  const int64_t kv_rows = int64_t{shard.kv_heads} * head_dim;
+  const int64_t intermediate = shard.intermediate;
+  const int64_t rank = shard.tp.rank;
+  // Whole tensors, and the rows or columns of a rank's shard.
+  const WeightShard whole;
+  const auto rows = [](int64_t start, int64_t length) { return WeightShard{0, start, length}; };
+  const auto columns = [](int64_t start, int64_t length) { return WeightShard{1, start, length}; };
 
   WeightLayout layout;
   layout.summary = fmt::format("{} layers, tie_word_embeddings={}", config.num_hidden_layers,
                                config.tie_word_embeddings);
   std::vector<WeightSlot>& slots = layout.slots;
-  auto add = [&](std::string name, Tensor destination, bool is_norm_gain = false) {
-    std::vector<int64_t> shape;
-    for (int d = 0; d < destination.ndim(); ++d) shape.push_back(destination.size(d));
-    slots.push_back({std::move(name), std::move(shape), destination, is_norm_gain});
+  auto add = [&](std::string name, Tensor destination, std::vector<int64_t> shape, WeightShard part,
+                 bool is_norm_gain = false) {
+    slots.push_back({std::move(name), std::move(shape), destination, is_norm_gain, part});
   };
+  const int64_t vocab = config.vocab_size;
+  const int64_t all_q_rows = int64_t{config.num_attention_heads} * head_dim;
+  const int64_t all_kv_rows = int64_t{config.num_key_value_heads} * head_dim;
+  const int64_t all_intermediate = config.intermediate_size;
 
-  add("model.embed_tokens.weight", weights.embed_tokens);
+  add("model.embed_tokens.weight", weights.embed_tokens, {vocab, hidden},
+      rows(shard.first_id, shard.vocab));
   for (int i = 0; i < config.num_hidden_layers; ++i) {
     const Qwen3LayerWeights& layer = weights.layers[i];
     const std::string prefix = fmt::format("model.layers.{}.", i);
-    add(prefix + "input_layernorm.weight", layer.input_layernorm, true);
-    add(prefix + "self_attn.q_proj.weight", layer.qkv_proj.slice_rows(0, q_rows));
-    add(prefix + "self_attn.k_proj.weight", layer.qkv_proj.slice_rows(q_rows, q_rows + kv_rows));
+    const WeightShard kv_part = rows(shard.first_kv_head * head_dim, kv_rows);
+    add(prefix + "input_layernorm.weight", layer.input_layernorm, {hidden}, whole, true);
+    add(prefix + "self_attn.q_proj.weight", layer.qkv_proj.slice_rows(0, q_rows),
+        {all_q_rows, hidden}, rows(rank * q_rows, q_rows));
+    add(prefix + "self_attn.k_proj.weight", layer.qkv_proj.slice_rows(q_rows, q_rows + kv_rows),
+        {all_kv_rows, hidden}, kv_part);
     add(prefix + "self_attn.v_proj.weight",
-        layer.qkv_proj.slice_rows(q_rows + kv_rows, q_rows + 2 * kv_rows));
-    add(prefix + "self_attn.q_norm.weight", layer.q_norm, true);
-    add(prefix + "self_attn.k_norm.weight", layer.k_norm, true);
-    add(prefix + "self_attn.o_proj.weight", layer.o_proj);
-    add(prefix + "post_attention_layernorm.weight", layer.post_attention_layernorm, true);
-    add(prefix + "mlp.gate_proj.weight", layer.gate_up_proj.slice_rows(0, intermediate));
+        layer.qkv_proj.slice_rows(q_rows + kv_rows, q_rows + 2 * kv_rows), {all_kv_rows, hidden},
+        kv_part);
+    add(prefix + "self_attn.q_norm.weight", layer.q_norm, {head_dim}, whole, true);
+    add(prefix + "self_attn.k_norm.weight", layer.k_norm, {head_dim}, whole, true);
+    add(prefix + "self_attn.o_proj.weight", layer.o_proj, {hidden, all_q_rows},
+        columns(rank * q_rows, q_rows));
+    add(prefix + "post_attention_layernorm.weight", layer.post_attention_layernorm, {hidden}, whole,
+        true);
+    add(prefix + "mlp.gate_proj.weight", layer.gate_up_proj.slice_rows(0, intermediate),
+        {all_intermediate, hidden}, rows(rank * intermediate, intermediate));
     add(prefix + "mlp.up_proj.weight",
-        layer.gate_up_proj.slice_rows(intermediate, 2 * intermediate));
-    add(prefix + "mlp.down_proj.weight", layer.down_proj);
+        layer.gate_up_proj.slice_rows(intermediate, 2 * intermediate), {all_intermediate, hidden},
+        rows(rank * intermediate, intermediate));
+    add(prefix + "mlp.down_proj.weight", layer.down_proj, {hidden, all_intermediate},
+        columns(rank * intermediate, intermediate));
   }
-  add("model.norm.weight", weights.norm, true);
+  add("model.norm.weight", weights.norm, {hidden}, whole, true);
   if (config.tie_word_embeddings) {
     // Some tied checkpoints ship the (identical) head anyway; the embedding is what is used.
     layout.unused.push_back("lm_head.weight");
   } else {
-    add("lm_head.weight", weights.lm_head);
+    add("lm_head.weight", weights.lm_head, {vocab, hidden}, rows(shard.first_id, shard.vocab));
   }
   return layout;
 }
 
 Qwen3Weights load_qwen3_weights(const ModelConfig& config, const WeightSource& source,
-                                Backend& backend) {
-  Qwen3Weights weights = allocate_qwen3_weights(config, backend);
-  source.fill(qwen3_weight_layout(config, weights), backend);
+                                Backend& backend, TensorParallel tp) {
+  const Qwen3Shard shard = Qwen3Shard::of(config, tp);
+  Qwen3Weights weights = allocate_qwen3_weights(config, shard, backend);
+  source.fill(qwen3_weight_layout(config, shard, weights), backend);
   return weights;
 }
 
 Qwen3Weights load_qwen3_weights(const std::filesystem::path& model_dir, const ModelConfig& config,
-                                Backend& backend, LoadFormat format) {
+                                Backend& backend, LoadFormat format, TensorParallel tp) {
   const WeightSource source = WeightSource::open(model_dir, format);
-  return load_qwen3_weights(config, source, backend);
+  return load_qwen3_weights(config, source, backend, tp);
 }
 
 }  // namespace nanovllm

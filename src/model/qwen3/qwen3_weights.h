@@ -7,6 +7,7 @@
 
 #include "core/buffer.h"
 #include "kernels/backend.h"
+#include "model/causal_lm.h"
 #include "model/model_config.h"
 #include "model/weight_loading.h"
 
@@ -23,6 +24,22 @@ struct Qwen3LayerWeights {
   Tensor down_proj;                 // [hidden, intermediate]
 };
 
+// Qwen3's dimensions on one rank of a tensor-parallel group: its query heads, its KV heads
+// (split over the ranks, or, with fewer KV heads than ranks, the one its query heads read,
+// replicated as vLLM does), its columns of the MLP and its rows of the vocabulary.
+struct Qwen3Shard {
+  TensorParallel tp;
+  int heads = 0;     // query heads from heads * tp.rank
+  int kv_heads = 0;  // KV heads from first_kv_head
+  int first_kv_head = 0;
+  int intermediate = 0;  // MLP columns from intermediate * tp.rank
+  int vocab = 0;         // embedding and LM-head rows from first_id
+  int first_id = 0;
+
+  // Throws Error naming what does not split over tp.size ranks.
+  static Qwen3Shard of(const ModelConfig& config, TensorParallel tp);
+};
+
 struct Qwen3Weights {
   std::vector<Buffer> storage;  // owns everything the tensors below view
   Tensor embed_tokens;          // [vocab, hidden]
@@ -31,21 +48,25 @@ struct Qwen3Weights {
   Tensor lm_head;  // [vocab, hidden]; views embed_tokens when tie_word_embeddings
 };
 
-// Allocates device storage for every weight of `config`, in the backend's compute dtype.
+// Allocates device storage for the weights of `shard`, in the backend's compute dtype.
 // lm_head views embed_tokens when the embeddings are tied.
-Qwen3Weights allocate_qwen3_weights(const ModelConfig& config, Backend& backend);
+Qwen3Weights allocate_qwen3_weights(const ModelConfig& config, const Qwen3Shard& shard,
+                                    Backend& backend);
 
-// The checkpoint tensors that fill `weights` (allocated for `config`): q|k|v land in the rows
-// of qkv_proj in that order, gate|up in the rows of gate_up_proj. With tied embeddings there is
-// no lm_head.weight slot (a checkpoint that has one anyway is not read).
-WeightLayout qwen3_weight_layout(const ModelConfig& config, const Qwen3Weights& weights);
+// The checkpoint tensors (or their shards) that fill `weights`: q|k|v land in the rows of
+// qkv_proj in that order, gate|up in the rows of gate_up_proj; q/k/v, gate/up and the
+// vocabulary are split by rows (column-parallel), o_proj and down_proj by columns
+// (row-parallel). With tied embeddings there is no lm_head.weight slot (a checkpoint that has
+// one anyway is not read).
+WeightLayout qwen3_weight_layout(const ModelConfig& config, const Qwen3Shard& shard,
+                                 const Qwen3Weights& weights);
 
-// Allocates the weights and fills them from `source`.
+// Allocates rank tp.rank's weights and fills them from `source`.
 Qwen3Weights load_qwen3_weights(const ModelConfig& config, const WeightSource& source,
-                                Backend& backend);
+                                Backend& backend, TensorParallel tp = {});
 
 // The same from `model_dir` (a checkpoint, or dummy values), for tests and tools.
 Qwen3Weights load_qwen3_weights(const std::filesystem::path& model_dir, const ModelConfig& config,
-                                Backend& backend, LoadFormat format);
+                                Backend& backend, LoadFormat format, TensorParallel tp = {});
 
 }  // namespace nanovllm

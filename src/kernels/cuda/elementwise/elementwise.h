@@ -73,11 +73,12 @@ void store_kv(const StoreKvArgs& args, cudaStream_t stream);
 void silu_mul(DType dtype, const void* gate_up, int64_t gate_up_stride, int64_t rows, int64_t width,
               void* out, int64_t out_stride, cudaStream_t stream);
 
-// out[i, :] = x[indices[i], :] (also the embedding lookup, x being the weight).
-// x [x_rows, width]; out [count, width]. An index outside [0, x_rows) writes a zero row (the
-// engine validates token ids and never passes a bad index).
+// out[i, :] = x[indices[i] - first_index, :] (also the embedding lookup, x being the weight or
+// one rank's shard of it). x [x_rows, width]; out [count, width]. An index outside
+// [first_index, first_index + x_rows) writes a zero row: another rank's shard, or a bad index
+// (the engine validates token ids and never passes one).
 void gather_rows(DType dtype, const void* x, int64_t x_stride, int64_t x_rows,
-                 const int32_t* indices, int64_t count, int64_t width, void* out,
-                 int64_t out_stride, cudaStream_t stream);
+                 const int32_t* indices, int64_t first_index, int64_t count, int64_t width,
+                 void* out, int64_t out_stride, cudaStream_t stream);
 
 }  // namespace nanovllm::cuda
