@@ -27,6 +27,8 @@ constexpr size_t kSmallBodyQueue = 1024;
 constexpr int kLargeBodyThreads = 2;
 constexpr size_t kLargeBodyQueue = 16;
 
+constexpr int kSendBufferBytes = 512 << 10;
+
 // A failing accept (out of file descriptors, most likely) is retried after a pause that doubles
 // up to a second, and logged at most once a minute.
 constexpr auto kFirstAcceptRetry = std::chrono::milliseconds(10);
@@ -51,6 +53,10 @@ struct HttpServer::Impl {
                             accept_retry = {};
                             boost::system::error_code ignored;
                             socket.set_option(tcp::no_delay(true), ignored);
+                            // Bounds the kernel memory a client that stops reading holds, and
+                            // lets the write timeout find it sooner.
+                            socket.set_option(
+                                net::socket_base::send_buffer_size(kSendBufferBytes), ignored);
                             if (state.open_connections.load() >= state.options.max_connections) {
                               refuse_connection(std::move(socket), state);
                             } else {

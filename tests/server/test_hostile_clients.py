@@ -242,19 +242,21 @@ def test_a_stalled_reader_is_dropped_and_its_request_aborted(server, canary):
         return values.get(("nanovllm:request_success_total", 'finished_reason="abort"'), 0)
 
     before = aborted()
-    # Four long streams with 20 log-probabilities a token: far more than the sockets buffer.
-    body = {"model": MODEL_NAME, "prompt": ["a", "b", "c", "d"], "max_tokens": 3000,
-            "ignore_eos": True, "stream": True, "logprobs": 20}
-    conn = socket.socket()
-    conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    conn.connect(address(server))
-    conn.sendall(http_request("/v1/completions", body, [f"Authorization: Bearer {API_KEY}"]))
-    # The client reads nothing; after the write timeout the server gives up on it.
-    wait_until(lambda: aborted() >= before + 4, timeout=120, what="the stalled streams' abort")
-    values = parse_metrics(httpx.get(server.url + "/metrics").text)
-    assert values[("nanovllm:num_requests_running", "")] == 0
-    assert values[("nanovllm:kv_cache_usage_perc", "")] == 0
-    conn.close()
+    # Sixteen long streams with 20 log-probabilities a token: far more than the sockets buffer
+    # (the server's send buffer is 512 KiB a connection), within tens of steps.
+    prompts = [[5 + i, 6, 7] for i in range(16)]
+    body = {"model": MODEL_NAME, "prompt": prompts, "max_tokens": 3000, "ignore_eos": True,
+            "stream": True, "logprobs": 20}
+    with socket.socket() as conn:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        conn.connect(address(server))
+        conn.sendall(http_request("/v1/completions", body, [f"Authorization: Bearer {API_KEY}"]))
+        # The client reads nothing; after the write timeout the server gives up on it.
+        wait_until(lambda: aborted() >= before + len(prompts), timeout=300,
+                   what="the stalled streams' abort")
+        values = parse_metrics(httpx.get(server.url + "/metrics").text)
+        assert values[("nanovllm:num_requests_running", "")] == 0
+        assert values[("nanovllm:kv_cache_usage_perc", "")] == 0
 
 
 def test_the_tokenize_flood_delays_nobody_else(server, canary):
