@@ -5,7 +5,8 @@
 # $OUT/gpu-checks.txt.
 #   usage: scripts/gpu-checks.sh [SECTION...]
 #   sections: ops golden sanitizer hf attention bench timeline serve peer (default: all, in
-#   that order)
+#   that order), and, on a machine of several GPUs, tp (the goldens and hf_compare over 2 and 4
+#   ranks) and tp_bench (TP_SHAPE, 8b by default, at 1, 2 and 4 ranks beside nano-vllm at 2)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG_DIR=${LOG_DIR:-/tmp/gpu-checks}
@@ -13,7 +14,11 @@ mkdir -p "$LOG_DIR"
 sections=${*:-ops golden sanitizer hf attention bench timeline serve peer}
 bin=$PWD/.gpu/bin
 if [ ! -d "$bin" ] && [ -f .gpu/bundle.tar.xz ]; then tar -C .gpu -xJf .gpu/bundle.tar.xz; fi
-export LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# NCCL (tensor parallelism on GPUs) is PyTorch's; its NVLink multicast stays off (the machines'
+# notes say why).
+nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+export LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${nccl_lib:+$nccl_lib:}${LD_LIBRARY_PATH:-}
+export NCCL_NVLS_ENABLE=0
 export PYTHONUNBUFFERED=1
 # The test binaries find their fixtures by the source path they were built from.
 data_dir=$(strings "$bin/engine_golden_test" | grep -m1 -oE '^/[^ ]*/tests/data$' || true)
@@ -42,7 +47,7 @@ if has golden; then
     "$bin/engine_golden_test" --gtest_brief=1
   check golden_f32_graphs env NANOVLLM_TEST_DEVICE=cuda "$bin/engine_golden_test" --gtest_brief=1
 fi
-if has sanitizer || has hf || has bench || has timeline || has serve || has peer; then
+if has sanitizer || has hf || has bench || has timeline || has serve || has peer || has tp; then
   python3 .gpu/peer/make_qwen3_checkpoint.py "$model" "$PWD/tests/data/qwen3-tokenizer" \
     >"$LOG_DIR/checkpoint.log" 2>&1 || { echo "making $model failed"; cat "$LOG_DIR/checkpoint.log"; }
 fi
@@ -71,6 +76,51 @@ if has hf; then
   check hf_compare_bf16_batch1 python3 tools/hf_compare.py --model "$model" \
     --nanovllm "$bin/nanovllm" --report "$LOG_DIR/hf_compare_batch1.json" -- --max-num-seqs 1
   grep -E '^(prompt|greedy|hf_compare)' "$LOG_DIR/hf_compare_bf16_batch1.log"
+fi
+gpus=$(nvidia-smi -L | wc -l)
+if has tp; then
+  # Float32 goldens over the GPUs through NCCL (engine_golden_test runs 2, 4 and 8 ranks where
+  # that many GPUs are visible), eagerly and with decode graphs, and bf16 against transformers.
+  check golden_tp_f32_eager env NANOVLLM_TEST_DEVICE=cuda NANOVLLM_TEST_ENFORCE_EAGER=1 \
+    "$bin/engine_golden_test" --gtest_filter='*TensorParallel*'
+  check golden_tp_f32_graphs env NANOVLLM_TEST_DEVICE=cuda "$bin/engine_golden_test" \
+    --gtest_filter='*TensorParallel*'
+  grep -h 'not run' "$LOG_DIR/golden_tp_f32_eager.log" || true
+  for tp in 2 4; do
+    [ "$tp" -le "$gpus" ] || continue
+    check "hf_compare_bf16_tp$tp" python3 tools/hf_compare.py --model "$model" \
+      --nanovllm "$bin/nanovllm" --report "$LOG_DIR/hf_compare_tp$tp.json" -- \
+      --tensor-parallel-size "$tp"
+    grep -E '^(greedy|hf_compare)' "$LOG_DIR/hf_compare_bf16_tp$tp.log"
+  done
+fi
+if has tp_bench; then
+  check allreduce_bench "$bin/allreduce_bench"
+  cat "$LOG_DIR/allreduce_bench.log"
+  # bench.py's workload and batch-1 on a larger shape at 1, 2 and 4 ranks, and nano-vllm's at 2.
+  shape=${TP_SHAPE:-8b}
+  big=/tmp/qwen3-$shape-random
+  python3 .gpu/peer/make_qwen3_shape.py "$shape" "$big" "$PWD/tests/data/qwen3-tokenizer" \
+    >"$LOG_DIR/checkpoint_$shape.log" 2>&1 || cat "$LOG_DIR/checkpoint_$shape.log"
+  for tp in 1 2 4; do
+    [ "$tp" -le "$gpus" ] || continue
+    check "bench_${shape}_tp$tp" "$bin/nanovllm" bench --model "$big" --tensor-parallel-size "$tp"
+    check "bench_batch1_${shape}_tp$tp" "$bin/nanovllm" bench --model "$big" --batch-1 \
+      --tensor-parallel-size "$tp"
+    for log in "bench_${shape}_tp$tp" "bench_batch1_${shape}_tp$tp"; do
+      while read -r line; do record "  nanovllm $log" "$line"; done \
+        < <(grep -E '^(Total|batch-1|start-up)' "$LOG_DIR/$log.log")
+    done
+  done
+  work=${TMPDIR:-/tmp}/nano-vllm-peer
+  if [ ! -f "$work/flash_attn/_vllm_fa3_C.abi3.so" ]; then
+    mkdir -p "$work" && cp -r .gpu/peer/lib/flash_attn "$work/" &&
+      python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" \
+        "$work/flash_attn/_vllm_fa3_C.abi3.so.xz" "$work/flash_attn/_vllm_fa3_C.abi3.so"
+  fi
+  (cd .gpu/peer && PYTHONPATH=$work:$PWD/nano-vllm timeout 400 python3 workload.py "$big" 256 100 \
+    1024 100 1024 4096 2) >"$LOG_DIR/peer_tp2.log" 2>&1
+  while read -r line; do record "  peer" "$line"; done < <(grep -E '^nano-vllm' "$LOG_DIR/peer_tp2.log")
 fi
 if has attention; then
   check attention_bench "$bin/attention_bench"

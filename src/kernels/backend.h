@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/buffer.h"
 #include "core/check.h"
@@ -319,8 +320,15 @@ std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0,
 // Whether this build has the CUDA backend and a CUDA device is visible.
 bool cuda_available();
 
-// The CUDA backend on the current device, computing in `dtype` (f32, bf16 or f16). Throws Error
-// when the build has no CUDA backend, no device is visible, or the dtype is not supported.
-std::unique_ptr<Backend> make_cuda_backend(DType dtype);
+// The CUDA backend on device `device` (which it makes the calling thread's current device: its
+// ops are called from that thread), computing in `dtype` (f32, bf16 or f16), one rank of
+// `group` (an NCCL group, cuda/runtime/nccl_group.h) when given one. Throws Error when the
+// build has no CUDA backend, the device is not visible, or the dtype is not supported.
+std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device = 0,
+                                           std::shared_ptr<Communicator> group = nullptr);
+
+// A tensor-parallel group of the GPUs 0 to size - 1, through NCCL. Throws Error when the build
+// has no CUDA backend, fewer GPUs are visible, or NCCL cannot be loaded.
+std::vector<std::shared_ptr<Communicator>> make_gpu_group(int size);
 
 }  // namespace nanovllm

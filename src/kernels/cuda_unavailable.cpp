@@ -8,7 +8,12 @@ bool cuda_available() {
   return false;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(DType) {
+std::unique_ptr<Backend> make_cuda_backend(DType, int, std::shared_ptr<Communicator>) {
+  throw Error(
+      "this build has no CUDA backend (configured without a CUDA toolkit); use --device cpu");
+}
+
+std::vector<std::shared_ptr<Communicator>> make_gpu_group(int) {
   throw Error(
       "this build has no CUDA backend (configured without a CUDA toolkit); use --device cpu");
 }

@@ -56,16 +56,18 @@ std::unique_ptr<Backend> make_backend(const std::string& device, DType dtype) {
   throw Error(fmt::format("unknown device '{}' (expected cpu, cuda or auto)", device));
 }
 
-// The ranks of a tensor-parallel group over the CPU backend, the cores shared among them.
+// The ranks of a tensor-parallel group: GPUs 0 to N - 1 through NCCL, or threads over the CPU
+// backend sharing its cores.
 std::unique_ptr<TensorParallelExecutor> make_tensor_parallel_executor(
     const EngineConfig& config, const std::filesystem::path& model_dir,
-    const ModelConfig& model_config, LoadFormat format) {
+    const ModelConfig& model_config, DType dtype, LoadFormat format) {
   const int size = config.tensor_parallel_size;
-  if (config.device != "cpu") {
-    throw Error(fmt::format(
-        "tensor_parallel_size {} runs on the CPU backend only in this build; on the GPU, "
-        "tensor parallelism is not implemented yet (use --device cpu, or one GPU)",
-        size));
+  if (config.device == "cuda") {
+    return std::make_unique<TensorParallelExecutor>(
+        config, model_dir, model_config, format, make_gpu_group(size),
+        [dtype](int rank, std::shared_ptr<Communicator> group) {
+          return make_cuda_backend(dtype, rank, std::move(group));
+        });
   }
   const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / size);
   return std::make_unique<TensorParallelExecutor>(
@@ -171,7 +173,7 @@ LLM::LLM(const std::filesystem::path& model_dir, const EngineConfig& requested)
   std::unique_ptr<ModelExecutor> runner;
   const LoadFormat format = parse_load_format(config.load_format);
   if (config.tensor_parallel_size > 1) {
-    auto executor = make_tensor_parallel_executor(config, model_dir, model_config, format);
+    auto executor = make_tensor_parallel_executor(config, model_dir, model_config, dtype, format);
     state_->tensor_parallel = executor.get();
     runner = std::move(executor);
   } else {

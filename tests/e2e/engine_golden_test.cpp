@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -227,33 +228,48 @@ TEST(EngineGoldenTied, RealVocabularyTiedModel) {
   expect_golden(requests, run_all_at_once(*engine, requests), "tied");
 }
 
-// The model sharded over 2, 4 and 8 in-process ranks of the CPU backend, under preemption and
-// chunked prefill: the same reference continuations. (The tied model's 4 heads split over 2
-// and 4 ranks; the untied model's 8 heads and 2 KV heads, replicated past 2 ranks, over all.)
+// The model sharded over 2, 4 and 8 ranks, under preemption and chunked prefill: the same
+// reference continuations. On the CPU the ranks are threads over an in-process group; on CUDA
+// (float32) GPUs 0 to N - 1 through NCCL, where that many are visible. (The tied model's 4 heads
+// split over 2 and 4 ranks; the untied model's 8 heads and 2 KV heads, replicated past 2
+// ranks, over all.)
 TEST(EngineGoldenTensorParallel, ShardedModelsGiveTheReferenceContinuations) {
-  if (test_on_cuda()) GTEST_SKIP() << "tensor parallelism runs on the CPU backend";
+  const bool gpu = test_on_cuda();
+  if (gpu && !cuda_available()) GTEST_SKIP() << "no CUDA device";
   const std::pair<std::string, int> cases[] = {{"qwen3-tiny-tied", 2},
                                                {"qwen3-tiny-tied", 4},
                                                {"qwen3-tiny-untied", 2},
                                                {"qwen3-tiny-untied", 4},
                                                {"qwen3-tiny-untied", 8}};
+  int ran = 0;
   for (const auto& [name, ranks] : cases) {
+    std::vector<std::shared_ptr<Communicator>> group;
+    try {
+      group = gpu ? make_gpu_group(ranks) : make_in_process_group(ranks);
+    } catch (const Error& error) {
+      std::printf("%s over %d ranks: not run (%s)\n", name.c_str(), ranks, error.what());
+      continue;
+    }
     const std::vector<GoldenRequest> requests = load_requests(name);
     const ModelConfig model = load_model_config(model_dir(name));
     EngineConfig config = base_config(16, 64);
     config.max_num_batched_tokens = 256;  // chunked prefill, and preemption in 64 blocks
+    config.max_num_seqs = 16;             // fewer decode graphs to capture on every rank
     config.tensor_parallel_size = ranks;
-    LLMEngine engine(
-        config,
-        std::make_unique<TensorParallelExecutor>(
-            config, model_dir(name), model, LoadFormat::kSafetensors, make_in_process_group(ranks),
-            [](int, std::shared_ptr<Communicator> group) {
-              return make_cpu_backend(1, std::move(group));
-            }),
-        load_generation_config(model_dir(name), model).eos_token_ids);
+    config.device = gpu ? "cuda" : "cpu";
+    LLMEngine engine(config,
+                     std::make_unique<TensorParallelExecutor>(
+                         config, model_dir(name), model, LoadFormat::kSafetensors, group,
+                         [gpu](int rank, std::shared_ptr<Communicator> rank_group) {
+                           return gpu ? make_cuda_backend(DType::kF32, rank, std::move(rank_group))
+                                      : make_cpu_backend(1, std::move(rank_group));
+                         }),
+                     load_generation_config(model_dir(name), model).eos_token_ids);
     expect_golden(requests, run_all_at_once(engine, requests),
                   name + " over " + std::to_string(ranks) + " ranks");
+    ++ran;
   }
+  if (ran == 0) GTEST_SKIP() << "fewer than 2 GPUs";
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "kernels/cuda/linear/cublaslt_linear.h"
 #include "kernels/cuda/runtime/cuda_check.h"
 #include "kernels/cuda/runtime/device_allocator.h"
+#include "kernels/cuda/runtime/nccl_group.h"
 #include "kernels/cuda/runtime/small_copy.h"
 #include "kernels/cuda/runtime/stream_tickets.h"
 #include "kernels/cuda/runtime/tensor_checks.h"
@@ -72,7 +73,8 @@ void* host_memory_device_pointer(const void* pointer) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(DType dtype) : dtype_(dtype) {
+CudaBackend::CudaBackend(DType dtype, int device, std::shared_ptr<Communicator> group)
+    : dtype_(dtype), device_(device), group_(std::move(group)) {
   if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) {
     throw Error(fmt::format(
         "the CUDA backend computes in float32, bfloat16 or float16; {} is not supported",
@@ -85,7 +87,10 @@ CudaBackend::CudaBackend(DType dtype) : dtype_(dtype) {
     throw Error(fmt::format("no CUDA device is visible: {}",
                             status != cudaSuccess ? cudaGetErrorString(status) : "0 devices"));
   }
-  NVLLM_CUDA_CHECK(cudaGetDevice(&device_));
+  if (device < 0 || device >= count) {
+    throw Error(fmt::format("CUDA device {} is not visible ({} visible)", device, count));
+  }
+  NVLLM_CUDA_CHECK(cudaSetDevice(device_));
   NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_));
   cuda::register_cuda_allocator();
   cudaStream_t stream = nullptr;
@@ -218,8 +223,14 @@ void CudaBackend::check_attention_support(const AttentionDims& dims, int block_s
 
 DeviceMemoryInfo CudaBackend::memory_info() const {
   DeviceMemoryInfo info;
-  NVLLM_CUDA_CHECK(cudaMemGetInfo(&info.free, &info.total));
-  const cuda::AllocatorCounters counters = cuda::allocator_counters();
+  // Asked from any thread (the engine's, of rank 0's backend): of this backend's device.
+  int current = 0;
+  NVLLM_CUDA_CHECK(cudaGetDevice(&current));
+  NVLLM_CUDA_CHECK(cudaSetDevice(device_));
+  const cudaError_t status = cudaMemGetInfo(&info.free, &info.total);
+  NVLLM_CUDA_CHECK(cudaSetDevice(current));
+  NVLLM_CUDA_CHECK(status);
+  const cuda::AllocatorCounters counters = cuda::allocator_counters(device_);
   info.allocated = counters.allocated;
   info.peak_allocated = counters.peak_allocated;
   return info;
@@ -491,13 +502,16 @@ void CudaBackend::gather_rows(const Tensor& x, const Tensor& indices, Tensor out
                     width, out.data(), out.stride(0), stream());
 }
 
-// One rank: the sum over the group is x itself, the gather a copy.
+// Over a group, NCCL on this stream; one rank: the sum over the group is x itself, the gather
+// a copy.
 void CudaBackend::all_reduce_sum(Tensor x) {
   check_rows(x, "all_reduce_sum x", dtype_, {-1, -1});
+  if (group_) group_->all_reduce_sum(x, stream());
 }
 
 void CudaBackend::all_gather_columns(const Tensor& x, Tensor out) {
   check_rows(x, "all_gather_columns x", x.dtype(), {-1, -1});
+  if (group_) return group_->all_gather_columns(x, out, stream());
   check_rows(out, "all_gather_columns out", x.dtype(), {x.size(0), x.size(1)});
   const size_t row_bytes = static_cast<size_t>(x.size(1)) * dtype_size(x.dtype());
   NVLLM_CUDA_CHECK(cudaMemcpy2DAsync(out.data(), out.stride(0) * dtype_size(out.dtype()), x.data(),
@@ -581,8 +595,13 @@ bool cuda_available() {
   return count >= 1;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(DType dtype) {
-  return std::make_unique<CudaBackend>(dtype);
+std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device,
+                                           std::shared_ptr<Communicator> group) {
+  return std::make_unique<CudaBackend>(dtype, device, std::move(group));
+}
+
+std::vector<std::shared_ptr<Communicator>> make_gpu_group(int size) {
+  return cuda::make_nccl_group(size);
 }
 
 }  // namespace nanovllm

@@ -29,7 +29,7 @@ using StreamHandle = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, Stream
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(DType dtype);
+  CudaBackend(DType dtype, int device, std::shared_ptr<Communicator> group);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -47,7 +47,7 @@ class CudaBackend final : public Backend {
   void unpin_host_memory(void* host) override;
   void check_attention_support(const AttentionDims& dims, int block_size) const override;
   DeviceMemoryInfo memory_info() const override;
-  void reset_peak_memory() override { cuda::reset_allocator_peak(); }
+  void reset_peak_memory() override { cuda::reset_allocator_peak(device_); }
   bool has_graphs() const override { return true; }
   std::unique_ptr<CapturedGraph> capture(const std::function<void()>& body) override;
 
@@ -123,6 +123,7 @@ class CudaBackend final : public Backend {
 
   DType dtype_;
   int device_ = 0;
+  std::shared_ptr<Communicator> group_;  // null: one rank
   int num_sms_ = 0;
   StreamHandle stream_;
   std::unique_ptr<cuda::CublasLtLinear> linear_;

@@ -1,5 +1,5 @@
-// Device memory for Buffer(..., Device::kCUDA): cudaMalloc / cudaFree with counters of the bytes
-// held now and the most held at once, shared by every CUDA backend of the process.
+// Device memory for Buffer(..., Device::kCUDA): cudaMalloc / cudaFree on the calling thread's
+// current device, with counters per device of the bytes held now and the most held at once.
 #pragma once
 
 #include <cstddef>
@@ -14,9 +14,10 @@ struct AllocatorCounters {
   size_t peak_allocated = 0;  // most held at once since the last reset_allocator_peak()
 };
 
-AllocatorCounters allocator_counters();
+// Of device `device`.
+AllocatorCounters allocator_counters(int device);
 
-// Starts a new peak from what is held now.
-void reset_allocator_peak();
+// Starts device `device`'s new peak from what it holds now.
+void reset_allocator_peak(int device);
 
 }  // namespace nanovllm::cuda
