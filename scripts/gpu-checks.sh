@@ -6,7 +6,8 @@
 #   usage: scripts/gpu-checks.sh [SECTION...]
 #   sections: ops golden sanitizer hf attention bench timeline serve peer (default: all, in
 #   that order), and, on a machine of several GPUs, tp (the goldens and hf_compare over 2 and 4
-#   ranks) and tp_bench (TP_SHAPE, 8b by default, at 1, 2 and 4 ranks beside nano-vllm at 2)
+#   ranks) and tp_bench (allreduce_bench, then TP_SHAPE, 8b by default, at TP_RANKS ranks,
+#   "1 2 4" by default, beside nano-vllm at PEER_TP, 2 by default)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG_DIR=${LOG_DIR:-/tmp/gpu-checks}
@@ -97,12 +98,13 @@ fi
 if has tp_bench; then
   check allreduce_bench "$bin/allreduce_bench"
   cat "$LOG_DIR/allreduce_bench.log"
-  # bench.py's workload and batch-1 on a larger shape at 1, 2 and 4 ranks, and nano-vllm's at 2.
+  # bench.py's workload and batch-1 on a larger shape at several ranks, and nano-vllm's.
   shape=${TP_SHAPE:-8b}
+  peer_tp=${PEER_TP:-2}
   big=/tmp/qwen3-$shape-random
   python3 .gpu/peer/make_qwen3_shape.py "$shape" "$big" "$PWD/tests/data/qwen3-tokenizer" \
     >"$LOG_DIR/checkpoint_$shape.log" 2>&1 || cat "$LOG_DIR/checkpoint_$shape.log"
-  for tp in 1 2 4; do
+  for tp in ${TP_RANKS:-1 2 4}; do
     [ "$tp" -le "$gpus" ] || continue
     check "bench_${shape}_tp$tp" "$bin/nanovllm" bench --model "$big" --tensor-parallel-size "$tp"
     check "bench_batch1_${shape}_tp$tp" "$bin/nanovllm" bench --model "$big" --batch-1 \
@@ -119,8 +121,9 @@ if has tp_bench; then
         "$work/flash_attn/_vllm_fa3_C.abi3.so.xz" "$work/flash_attn/_vllm_fa3_C.abi3.so"
   fi
   (cd .gpu/peer && PYTHONPATH=$work:$PWD/nano-vllm timeout 400 python3 workload.py "$big" 256 100 \
-    1024 100 1024 4096 2) >"$LOG_DIR/peer_tp2.log" 2>&1
-  while read -r line; do record "  peer" "$line"; done < <(grep -E '^nano-vllm' "$LOG_DIR/peer_tp2.log")
+    1024 100 1024 4096 "$peer_tp") >"$LOG_DIR/peer_tp$peer_tp.log" 2>&1
+  while read -r line; do record "  peer" "$line"; done \
+    < <(grep -E '^nano-vllm' "$LOG_DIR/peer_tp$peer_tp.log")
 fi
 if has attention; then
   check attention_bench "$bin/attention_bench"
