@@ -9,10 +9,10 @@
 #include "core/check.h"
 #include "engine_config_conversion.h"
 #include "llm/request_json.h"
+#include "progress_bar.h"
 #include "py_json.h"
 #include "py_values.h"
 #include "sampling_params_conversion.h"
-#include "progress_bar.h"
 #include "signal_poll.h"
 #include "tokenizer/tokenizer.h"
 

@@ -48,22 +48,25 @@ struct HttpServer::Impl {
   void accept() {
     acceptor.async_accept(net::make_strand(context),
                           [this](boost::system::error_code ec, tcp::socket socket) {
-                            if (!acceptor.is_open()) return;
-                            if (ec) return retry_accept(ec);
-                            accept_retry = {};
-                            boost::system::error_code ignored;
-                            socket.set_option(tcp::no_delay(true), ignored);
-                            // Bounds the kernel memory a client that stops reading holds, and
-                            // lets the write timeout find it sooner.
-                            socket.set_option(
-                                net::socket_base::send_buffer_size(kSendBufferBytes), ignored);
-                            if (state.open_connections.load() >= state.options.max_connections) {
-                              refuse_connection(std::move(socket), state);
-                            } else {
-                              serve_connection(std::move(socket), state);
-                            }
-                            accept();
+                            on_accept(ec, std::move(socket));
                           });
+  }
+
+  void on_accept(boost::system::error_code ec, tcp::socket socket) {
+    if (!acceptor.is_open()) return;
+    if (ec) return retry_accept(ec);
+    accept_retry = {};
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    // Bounds the kernel memory a client that stops reading holds, and lets the write timeout
+    // find it sooner.
+    socket.set_option(net::socket_base::send_buffer_size(kSendBufferBytes), ignored);
+    if (state.open_connections.load() >= state.options.max_connections) {
+      refuse_connection(std::move(socket), state);
+    } else {
+      serve_connection(std::move(socket), state);
+    }
+    accept();
   }
 
   void retry_accept(boost::system::error_code ec) {

@@ -332,8 +332,8 @@ TEST(Qwen3Weights, ShardsAreTheRowsAndColumnsOfTheWholeTensors) {
   for (DType file_dtype : {DType::kF32, DType::kBF16}) {
     TempDir dir;
     const json config_json = tiny_config_json();  // 4 heads, 2 KV heads of 8, hidden 16
-    write_checkpoint(dir.path(), config_json, qwen3_reference_tensors(config_json, 3),
-                     {file_dtype}, 2);
+    write_checkpoint(dir.path(), config_json, qwen3_reference_tensors(config_json, 3), {file_dtype},
+                     2);
     const ModelConfig config = load_model_config(dir.path());
     FakeBackend backend(DType::kF32);
     const Qwen3Weights whole =
@@ -343,10 +343,10 @@ TEST(Qwen3Weights, ShardsAreTheRowsAndColumnsOfTheWholeTensors) {
     const int64_t hidden = 16, d = 8, heads = 4, kv = 2, inter = 24, vocab = 40;
     for (int ranks : {2, 4}) {
       for (int rank = 0; rank < ranks; ++rank) {
-        const std::string where = fmt::format("{} file, rank {} of {}", dtype_name(file_dtype),
-                                              rank, ranks);
-        const Qwen3Weights shard = load_qwen3_weights(
-            dir.path(), config, backend, LoadFormat::kSafetensors, {rank, ranks});
+        const std::string where =
+            fmt::format("{} file, rank {} of {}", dtype_name(file_dtype), rank, ranks);
+        const Qwen3Weights shard = load_qwen3_weights(dir.path(), config, backend,
+                                                      LoadFormat::kSafetensors, {rank, ranks});
         const Qwen3LayerWeights& mine = shard.layers[1];
         const int64_t q_rows = heads / ranks * d;
         const int64_t kv_head = kv >= ranks ? rank * (kv / ranks) : rank / (ranks / kv);
@@ -357,8 +357,7 @@ TEST(Qwen3Weights, ShardsAreTheRowsAndColumnsOfTheWholeTensors) {
         const std::vector<float> k = rows_of(qkv, hidden, heads * d + kv_head * d, kv_rows);
         const std::vector<float> v = rows_of(qkv, hidden, (heads + kv) * d + kv_head * d, kv_rows);
         EXPECT_EQ(read(mine.qkv_proj), testing::concat({&q, &k, &v})) << where;
-        EXPECT_EQ(read(mine.o_proj), columns_of(read(all.o_proj), heads * d, rank * q_rows,
-                                                q_rows))
+        EXPECT_EQ(read(mine.o_proj), columns_of(read(all.o_proj), heads * d, rank * q_rows, q_rows))
             << where;
         const std::vector<float> gate_up = read(all.gate_up_proj);
         const std::vector<float> gate = rows_of(gate_up, hidden, rank * cols, cols);
