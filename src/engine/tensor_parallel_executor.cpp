@@ -141,14 +141,7 @@ TensorParallelExecutor::TensorParallelExecutor(const EngineConfig& config,
         },
         std::max<std::chrono::milliseconds>(step_timeout, kStartTimeout), "start-up");
   } catch (...) {
-    for (const std::shared_ptr<Rank>& rank : ranks_) {
-      {
-        std::lock_guard lock(rank->mutex);
-        rank->stopping = true;
-      }
-      rank->wake.notify_one();
-      rank->thread.join();
-    }
+    stop_ranks();
     throw;
   }
   limits_ = ranks_[0]->runner->limits();
@@ -157,6 +150,10 @@ TensorParallelExecutor::TensorParallelExecutor(const EngineConfig& config,
 }
 
 TensorParallelExecutor::~TensorParallelExecutor() {
+  stop_ranks();
+}
+
+void TensorParallelExecutor::stop_ranks() {
   for (const std::shared_ptr<Rank>& rank : ranks_) {
     {
       std::lock_guard lock(rank->mutex);

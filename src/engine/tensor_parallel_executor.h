@@ -70,6 +70,8 @@ class TensorParallelExecutor final : public ModelExecutor {
   void on_every_rank(const std::function<void(int rank)>& job, std::chrono::milliseconds timeout,
                      const char* what);
   void throw_if_broken() const;
+  // Lets every rank finish its queued jobs, release what its thread made, and joins it.
+  void stop_ranks();
 
   std::vector<std::shared_ptr<Communicator>> group_;
   std::vector<std::shared_ptr<Rank>> ranks_;

@@ -123,9 +123,10 @@ void load_checkpoint(const SafetensorsCheckpoint& checkpoint, const WeightLayout
 
 int64_t WeightSlot::source_index(int64_t index) const {
   if (shard.dim < 0) return index;
-  const int64_t columns = shape.size() >= 2 ? shape[1] : 1;
-  if (shard.dim == 0) return shard.start * (shape.size() >= 2 ? columns : 1) + index;
-  return index / shard.length * columns + shard.start + index % shard.length;
+  int64_t row_elements = 1;  // of the checkpoint tensor
+  for (size_t d = 1; d < shape.size(); ++d) row_elements *= shape[d];
+  if (shard.dim == 0) return shard.start * row_elements + index;
+  return index / shard.length * row_elements + shard.start + index % shard.length;
 }
 
 int64_t WeightSlot::contiguous_run(int64_t index, int64_t count) const {
