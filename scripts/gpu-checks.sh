@@ -93,6 +93,11 @@ if has tp; then
       --nanovllm "$bin/nanovllm" --report "$LOG_DIR/hf_compare_tp$tp.json" -- \
       --tensor-parallel-size "$tp"
     grep -E '^(greedy|hf_compare)' "$LOG_DIR/hf_compare_bf16_tp$tp.log"
+    # One sequence at a time: the one-row kernels, the all-reduce adding into the residual.
+    check "hf_compare_bf16_batch1_tp$tp" python3 tools/hf_compare.py --model "$model" \
+      --nanovllm "$bin/nanovllm" --report "$LOG_DIR/hf_compare_batch1_tp$tp.json" -- \
+      --tensor-parallel-size "$tp" --max-num-seqs 1
+    grep -E '^(greedy|hf_compare)' "$LOG_DIR/hf_compare_bf16_batch1_tp$tp.log"
   done
 fi
 if has tp_bench; then

@@ -601,7 +601,7 @@ std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device,
 }
 
 std::vector<std::shared_ptr<Communicator>> make_gpu_group(int size) {
-  return cuda::make_nccl_group(size);
+  return cuda::make_nccl_group(size, cuda::default_one_shot_max_bytes(size));
 }
 
 }  // namespace nanovllm
