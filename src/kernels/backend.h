@@ -157,9 +157,13 @@ class Backend {
   // f32 (the logits) with x and weight of the compute dtype.
   virtual void linear(const Tensor& x, const Tensor& weight, Tensor out) = 0;
 
+  // x[r, :] += bias, rounded to the compute dtype: a linear's bias.  x [R, N]; bias [N]
+  virtual void add_bias(Tensor x, const Tensor& bias) = 0;
+
   // In place on the q and k heads of qkv [T, dims.qkv_size()]: per-head RMSNorm with
-  // q_norm / k_norm [head_dim], then neox-style rotary embedding at positions int32 [T] using
-  // cos_sin [max_positions, head_dim] (cos in the first half of a row, sin in the second).
+  // q_norm / k_norm [head_dim] (both undefined: none, as Llama and Qwen2 have none), then
+  // neox-style rotary embedding at positions int32 [T] using cos_sin [max_positions, head_dim]
+  // (cos in the first half of a row, sin in the second).
   virtual void qk_norm_rope(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm,
                             const Tensor& positions, const Tensor& cos_sin, float eps,
                             const AttentionDims& dims) = 0;

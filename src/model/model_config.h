@@ -10,6 +10,16 @@
 
 namespace nanovllm {
 
+// Llama 3's rescaling of the rotary frequencies for long contexts (rope_type "llama3"); not
+// `enabled`: plain RoPE.
+struct RopeScaling {
+  bool enabled = false;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int original_max_position_embeddings = 8192;
+};
+
 struct ModelConfig {
   std::string architecture;  // "Qwen3ForCausalLM" (model_registry.h)
   std::string model_type;    // "qwen3"
@@ -22,8 +32,12 @@ struct ModelConfig {
   int head_dim = 0;  // may differ from hidden_size / num_attention_heads
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
   int max_position_embeddings = 0;
   bool tie_word_embeddings = false;
+  // What tells the families of the dense decoder apart (model/decoder/decoder_model.h):
+  bool qk_norm = false;              // an RMSNorm of each q and k head before rotary (Qwen3)
+  bool qkv_bias = false;             // biases on the q, k and v projections (Qwen2)
   DType torch_dtype = DType::kBF16;  // "torch_dtype" or, in newer files, "dtype"
   std::vector<int> eos_token_ids;    // config.json's eos_token_id (int or list), may be empty
 };

@@ -6,13 +6,17 @@
 
 #include "core/check.h"
 #include "core/json_input.h"
-#include "model/qwen3/qwen3_model.h"
+#include "model/llama/llama.h"
+#include "model/qwen2/qwen2.h"
+#include "model/qwen3/qwen3.h"
 
 namespace nanovllm {
 namespace {
 
 constexpr const ModelArchitecture* kArchitectures[] = {
     &kQwen3Architecture,
+    &kQwen2Architecture,
+    &kLlamaArchitecture,
 };
 
 std::string supported_names() {

@@ -5,8 +5,33 @@
 #include "core/check.h"
 
 namespace nanovllm {
+namespace {
 
-std::vector<float> rotary_cos_sin_table(int max_positions, int head_dim, double theta) {
+// transformers' _compute_llama3_parameters, step by step in float32 (its Python scalars are
+// doubles, each rounded to float32 where it meets a float32 tensor): low frequencies (long
+// wavelengths) are divided by `factor`, high ones kept, the band between blended smoothly.
+void scale_like_llama3(std::vector<float>& inv_freq, const RopeScaling& scaling) {
+  const double old_context = scaling.original_max_position_embeddings;
+  const auto low_freq_wavelen = static_cast<float>(old_context / scaling.low_freq_factor);
+  const auto high_freq_wavelen = static_cast<float>(old_context / scaling.high_freq_factor);
+  const auto factor = static_cast<float>(scaling.factor);
+  const auto two_pi = static_cast<float>(2.0 * M_PI);
+  const auto low = static_cast<float>(scaling.low_freq_factor);
+  const auto band = static_cast<float>(scaling.high_freq_factor - scaling.low_freq_factor);
+  for (float& frequency : inv_freq) {
+    const float wavelen = two_pi / frequency;
+    const float llama = wavelen > low_freq_wavelen ? frequency / factor : frequency;
+    const float smooth = (static_cast<float>(old_context) / wavelen - low) / band;
+    const float smoothed = (1.0f - smooth) * llama / factor + smooth * llama;
+    const bool medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+    frequency = medium ? smoothed : llama;
+  }
+}
+
+}  // namespace
+
+std::vector<float> rotary_cos_sin_table(int max_positions, int head_dim, double theta,
+                                        const RopeScaling& scaling) {
   NVLLM_CHECK_GT(max_positions, 0);
   NVLLM_CHECK_MSG(head_dim > 0 && head_dim % 2 == 0, "head_dim {} must be positive and even",
                   head_dim);
@@ -20,6 +45,7 @@ std::vector<float> rotary_cos_sin_table(int max_positions, int head_dim, double 
     const float power = static_cast<float>(std::pow(static_cast<double>(base), exponent));
     inv_freq[i] = 1.0f / power;
   }
+  if (scaling.enabled) scale_like_llama3(inv_freq, scaling);
   // HF: freqs = position (float32) * inv_freq (float32), rounded to float32; cos/sin of that.
   std::vector<float> table(static_cast<size_t>(max_positions) * head_dim);
   for (int p = 0; p < max_positions; ++p) {

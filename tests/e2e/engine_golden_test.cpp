@@ -22,9 +22,9 @@
 #include "engine/model_runner.h"
 #include "engine/tensor_parallel_executor.h"
 #include "kernels/backend.h"
+#include "model/decoder/decoder_model.h"
+#include "model/decoder/decoder_weights.h"
 #include "model/model_config.h"
-#include "model/qwen3/qwen3_model.h"
-#include "model/qwen3/qwen3_weights.h"
 
 namespace nanovllm {
 namespace {
@@ -74,13 +74,13 @@ std::vector<GoldenRequest> load_requests(const std::string& name) {
 // A loaded model shared by every engine a test builds.
 struct LoadedModel {
   std::unique_ptr<Backend> backend;
-  std::unique_ptr<Qwen3Model> model;
+  std::unique_ptr<DecoderModel> model;
   std::vector<int> eos_token_ids;
 
   explicit LoadedModel(const std::string& name) : backend(test_backend()) {
     const ModelConfig config = load_model_config(model_dir(name));
-    model = std::make_unique<Qwen3Model>(
-        config, load_qwen3_weights(model_dir(name), config, *backend, LoadFormat::kSafetensors),
+    model = std::make_unique<DecoderModel>(
+        config, load_decoder_weights(model_dir(name), config, *backend, LoadFormat::kSafetensors),
         *backend);
     eos_token_ids = load_generation_config(model_dir(name), config).eos_token_ids;
   }
@@ -228,19 +228,30 @@ TEST(EngineGoldenTied, RealVocabularyTiedModel) {
   expect_golden(requests, run_all_at_once(*engine, requests), "tied");
 }
 
+// The other families of the dense decoder: Qwen2 (q/k/v biases) and Llama (llama3 rotary
+// scaling, tied embeddings, one KV head), through the engine with prefix caching.
+TEST(EngineGoldenFamilies, Qwen2AndLlamaGiveTheReferenceContinuations) {
+  if (test_on_cuda() && !cuda_available()) GTEST_SKIP() << "no CUDA device";
+  for (const char* name : {"qwen2-tiny", "llama-tiny"}) {
+    LoadedModel model(name);
+    const std::vector<GoldenRequest> requests = load_requests(name);
+    auto engine = model.engine(base_config(16, 128));
+    expect_golden(requests, run_all_at_once(*engine, requests), name);
+  }
+}
+
 // The model sharded over 2, 4 and 8 ranks, under preemption and chunked prefill: the same
 // reference continuations. On the CPU the ranks are threads over an in-process group; on CUDA
 // (float32) GPUs 0 to N - 1 through NCCL, where that many are visible. (The tied model's 4 heads
 // split over 2 and 4 ranks; the untied model's 8 heads and 2 KV heads, replicated past 2
-// ranks, over all.)
+// ranks, over all; Qwen2's biases split with their heads, Llama's one KV head replicated.)
 TEST(EngineGoldenTensorParallel, ShardedModelsGiveTheReferenceContinuations) {
   const bool gpu = test_on_cuda();
   if (gpu && !cuda_available()) GTEST_SKIP() << "no CUDA device";
-  const std::pair<std::string, int> cases[] = {{"qwen3-tiny-tied", 2},
-                                               {"qwen3-tiny-tied", 4},
-                                               {"qwen3-tiny-untied", 2},
-                                               {"qwen3-tiny-untied", 4},
-                                               {"qwen3-tiny-untied", 8}};
+  const std::pair<std::string, int> cases[] = {{"qwen3-tiny-tied", 2},   {"qwen3-tiny-tied", 4},
+                                               {"qwen3-tiny-untied", 2}, {"qwen3-tiny-untied", 4},
+                                               {"qwen3-tiny-untied", 8}, {"qwen2-tiny", 2},
+                                               {"llama-tiny", 2}};
   int ran = 0;
   for (const auto& [name, ranks] : cases) {
     std::vector<std::shared_ptr<Communicator>> group;

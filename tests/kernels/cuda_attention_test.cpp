@@ -408,6 +408,10 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 struct QkNormInputs {
   static constexpr int kMaxPositions = 4096;
   DeviceTensor q_norm, k_norm, cos_sin, positions, slots;
+  bool with_norm = true;  // false: rotary only (Llama, Qwen2)
+
+  Tensor q_weight() { return with_norm ? q_norm.tensor() : Tensor(); }
+  Tensor k_weight() { return with_norm ? k_norm.tensor() : Tensor(); }
 
   QkNormInputs(Backend& gpu, DType dtype, const Batch& b, std::mt19937& rng)
       : q_norm(upload_floats(gpu, dtype, {b.dims.head_dim},
@@ -439,7 +443,7 @@ struct QkNormInputs {
   void separate(Backend& gpu, BatchTensors& t, const Batch& b) {
     AttentionMetadata metadata = t.metadata;
     metadata.slot_mapping = slots.tensor();
-    gpu.qk_norm_rope_store_kv(t.qkv.tensor(), q_norm.tensor(), k_norm.tensor(), positions.tensor(),
+    gpu.qk_norm_rope_store_kv(t.qkv.tensor(), q_weight(), k_weight(), positions.tensor(),
                               cos_sin.tensor(), 1e-6f, b.dims, {t.k.tensor(), t.v.tensor()},
                               metadata);
     gpu.attention(t.qkv.tensor(), {t.k.tensor(), t.v.tensor()}, metadata, b.dims, b.scale,
@@ -449,7 +453,7 @@ struct QkNormInputs {
   void fused(Backend& gpu, BatchTensors& t, const Batch& b) {
     AttentionMetadata metadata = t.metadata;
     metadata.slot_mapping = slots.tensor();
-    gpu.qk_norm_rope_attention(t.qkv.tensor(), q_norm.tensor(), k_norm.tensor(), positions.tensor(),
+    gpu.qk_norm_rope_attention(t.qkv.tensor(), q_weight(), k_weight(), positions.tensor(),
                                cos_sin.tensor(), 1e-6f, b.dims, {t.k.tensor(), t.v.tensor()},
                                metadata, b.scale, t.out.tensor());
   }
@@ -494,6 +498,19 @@ TEST(CudaAttention, DecodeWithFusedQkNormEqualsTheSeparateOps) {
       poison(*gpu, fused.out.tensor());
       inputs.fused(*gpu, fused, b);
       expect_same_output_and_cache(*gpu, fused, separate, describe(b, dtype));
+    }
+
+    // Without a q/k norm (rotary only), as Llama and Qwen2 run.
+    for (const DecodeCase& c : {cases[1], cases[2]}) {
+      const std::vector<int32_t> q_lens(c.contexts.size(), 1);
+      const Batch b = make_batch(c.dims, c.block_size, q_lens, c.contexts, dtype, rng);
+      QkNormInputs inputs(*gpu, dtype, b, rng);
+      inputs.with_norm = false;
+      BatchTensors separate(*gpu, dtype, b), fused(*gpu, dtype, b);
+      inputs.separate(*gpu, separate, b);
+      poison(*gpu, fused.out.tensor());
+      inputs.fused(*gpu, fused, b);
+      expect_same_output_and_cache(*gpu, fused, separate, "no q/k norm " + describe(b, dtype));
     }
 
     // Sequences without a query row this step: the later rows sit at other indices than their

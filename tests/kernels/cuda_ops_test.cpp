@@ -398,46 +398,68 @@ TEST_P(CudaOpsTest, LinearAtDecodeBatchSizeReplaysInGraph) {
   EXPECT_EQ(replayed, eager) << label("linear replay");
 }
 
+// With the norm weights (Qwen3), and without them (rotary only: Llama, Qwen2).
 TEST_P(CudaOpsTest, QkNormRope) {
-  for (AttentionDims dims : {AttentionDims{4, 2, 64}, AttentionDims{16, 8, 128},
-                             AttentionDims{3, 1, 16}, AttentionDims{2, 2, 6}}) {
-    const int64_t tokens = 11;
-    const int max_positions = 50;
-    const int64_t width = dims.qkv_size();
-    const std::vector<float> qkv = random(tokens * width, -2.0f, 2.0f);
-    const std::vector<float> q_norm = random(dims.head_dim, 0.5f, 1.5f);
-    const std::vector<float> k_norm = random(dims.head_dim, 0.5f, 1.5f);
-    const std::vector<int32_t> positions = random_ints(tokens, 0, max_positions - 1);
-    const std::vector<float> table = rotary_table(max_positions, dims.head_dim);
-    const float eps = 1e-6f;
+  for (bool with_norm : {true, false})
+    for (AttentionDims dims : {AttentionDims{4, 2, 64}, AttentionDims{16, 8, 128},
+                               AttentionDims{3, 1, 16}, AttentionDims{2, 2, 6}}) {
+      const int64_t tokens = 11;
+      const int max_positions = 50;
+      const int64_t width = dims.qkv_size();
+      const std::vector<float> qkv = random(tokens * width, -2.0f, 2.0f);
+      const std::vector<float> q_norm = random(dims.head_dim, 0.5f, 1.5f);
+      const std::vector<float> k_norm = random(dims.head_dim, 0.5f, 1.5f);
+      const std::vector<int32_t> positions = random_ints(tokens, 0, max_positions - 1);
+      const std::vector<float> table = rotary_table(max_positions, dims.head_dim);
+      const float eps = 1e-6f;
 
-    OwnedTensor cpu_qkv = host_floats({tokens, width}, qkv);
-    OwnedTensor cpu_qn = host_floats({dims.head_dim}, q_norm);
-    OwnedTensor cpu_kn = host_floats({dims.head_dim}, k_norm);
-    OwnedTensor cpu_pos = host_ints({tokens}, positions);
-    OwnedTensor cpu_table = host_floats({max_positions, dims.head_dim}, table);
-    cpu_->qk_norm_rope(cpu_qkv.tensor, cpu_qn.tensor, cpu_kn.tensor, cpu_pos.tensor,
-                       cpu_table.tensor, eps, dims);
+      OwnedTensor cpu_qkv = host_floats({tokens, width}, qkv);
+      OwnedTensor cpu_qn = host_floats({dims.head_dim}, q_norm);
+      OwnedTensor cpu_kn = host_floats({dims.head_dim}, k_norm);
+      OwnedTensor cpu_pos = host_ints({tokens}, positions);
+      OwnedTensor cpu_table = host_floats({max_positions, dims.head_dim}, table);
+      cpu_->qk_norm_rope(cpu_qkv.tensor, with_norm ? cpu_qn.tensor : Tensor(),
+                         with_norm ? cpu_kn.tensor : Tensor(), cpu_pos.tensor, cpu_table.tensor,
+                         eps, dims);
 
-    DeviceTensor gpu_qkv = upload_floats(*gpu_, dtype(), {tokens, width}, qkv);
-    DeviceTensor gpu_qn = upload_floats(*gpu_, dtype(), {dims.head_dim}, q_norm);
-    DeviceTensor gpu_kn = upload_floats(*gpu_, dtype(), {dims.head_dim}, k_norm);
-    DeviceTensor gpu_pos = upload_ints(*gpu_, {tokens}, positions);
-    DeviceTensor gpu_table =
-        upload_floats(*gpu_, DType::kF32, {max_positions, dims.head_dim}, table);
-    gpu_->qk_norm_rope(gpu_qkv.tensor(), gpu_qn.tensor(), gpu_kn.tensor(), gpu_pos.tensor(),
-                       gpu_table.tensor(), eps, dims);
-    const std::vector<float> actual = download_floats(*gpu_, gpu_qkv.tensor());
-    const std::vector<float> expected = values_of(cpu_qkv.tensor);
-    const std::string what =
-        fmt::format("heads {}/{} head_dim {}", dims.num_heads, dims.num_kv_heads, dims.head_dim);
-    expect_relative_error(actual, expected, tolerance(), label("qk_norm_rope {}", what));
-    // The v heads are untouched.
-    for (int64_t t = 0; t < tokens; ++t) {
-      for (int64_t c = dims.q_size() + dims.kv_size(); c < width; ++c) {
-        ASSERT_EQ(actual[t * width + c], qkv[t * width + c]) << label("v head {}", what);
+      DeviceTensor gpu_qkv = upload_floats(*gpu_, dtype(), {tokens, width}, qkv);
+      DeviceTensor gpu_qn = upload_floats(*gpu_, dtype(), {dims.head_dim}, q_norm);
+      DeviceTensor gpu_kn = upload_floats(*gpu_, dtype(), {dims.head_dim}, k_norm);
+      DeviceTensor gpu_pos = upload_ints(*gpu_, {tokens}, positions);
+      DeviceTensor gpu_table =
+          upload_floats(*gpu_, DType::kF32, {max_positions, dims.head_dim}, table);
+      gpu_->qk_norm_rope(gpu_qkv.tensor(), with_norm ? gpu_qn.tensor() : Tensor(),
+                         with_norm ? gpu_kn.tensor() : Tensor(), gpu_pos.tensor(),
+                         gpu_table.tensor(), eps, dims);
+      const std::vector<float> actual = download_floats(*gpu_, gpu_qkv.tensor());
+      const std::vector<float> expected = values_of(cpu_qkv.tensor);
+      const std::string what =
+          fmt::format("heads {}/{} head_dim {}{}", dims.num_heads, dims.num_kv_heads, dims.head_dim,
+                      with_norm ? "" : " without norm");
+      expect_relative_error(actual, expected, tolerance(), label("qk_norm_rope {}", what));
+      // The v heads are untouched.
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t c = dims.q_size() + dims.kv_size(); c < width; ++c) {
+          ASSERT_EQ(actual[t * width + c], qkv[t * width + c]) << label("v head {}", what);
+        }
       }
     }
+}
+
+// A linear's bias on rows of odd widths, vectorized and not.
+TEST_P(CudaOpsTest, AddBias) {
+  for (int64_t width : {1, 7, 64, 1000, 3072}) {
+    const int64_t rows = 5;
+    const std::vector<float> x = random(rows * width, -2.0f, 2.0f);
+    const std::vector<float> bias = random(width, -1.0f, 1.0f);
+    OwnedTensor cpu_x = host_floats({rows, width}, x);
+    OwnedTensor cpu_bias = host_floats({width}, bias);
+    cpu_->add_bias(cpu_x.tensor, cpu_bias.tensor);
+    DeviceTensor gpu_x = upload_floats(*gpu_, dtype(), {rows, width}, x);
+    DeviceTensor gpu_bias = upload_floats(*gpu_, dtype(), {width}, bias);
+    gpu_->add_bias(gpu_x.tensor(), gpu_bias.tensor());
+    expect_relative_error(download_floats(*gpu_, gpu_x.tensor()), values_of(cpu_x.tensor),
+                          tolerance(), label("add_bias width {}", width));
   }
 }
 

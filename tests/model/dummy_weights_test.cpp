@@ -25,19 +25,19 @@ ModelConfig tiny_config(bool tied, int vocab = 40) {
   return load_model_config(dir.path());
 }
 
-Qwen3Weights load_dummy(const ModelConfig& config, Backend& backend) {
+DecoderWeights load_dummy(const ModelConfig& config, Backend& backend) {
   TempDir empty;  // no checkpoint needed
-  return load_qwen3_weights(empty.path(), config, backend, LoadFormat::kDummy);
+  return load_decoder_weights(empty.path(), config, backend, LoadFormat::kDummy);
 }
 
 TEST(DummyWeights, ShapesFollowTheConfig) {
   const ModelConfig config = tiny_config(false);
   FakeBackend backend(DType::kBF16);
-  const Qwen3Weights weights = load_dummy(config, backend);
+  const DecoderWeights weights = load_dummy(config, backend);
   using Shape = std::vector<int64_t>;
   EXPECT_EQ(shape_of(weights.embed_tokens), (Shape{40, 16}));
   ASSERT_EQ(weights.layers.size(), 2u);
-  for (const Qwen3LayerWeights& layer : weights.layers) {
+  for (const DecoderLayerWeights& layer : weights.layers) {
     EXPECT_EQ(shape_of(layer.input_layernorm), (Shape{16}));
     EXPECT_EQ(shape_of(layer.qkv_proj), (Shape{(4 + 2 * 2) * 8, 16}));
     EXPECT_EQ(shape_of(layer.q_norm), (Shape{8}));
@@ -55,7 +55,7 @@ TEST(DummyWeights, ShapesFollowTheConfig) {
 
 TEST(DummyWeights, TiedHeadViewsTheEmbedding) {
   FakeBackend backend(DType::kF32);
-  const Qwen3Weights weights = load_dummy(tiny_config(true), backend);
+  const DecoderWeights weights = load_dummy(tiny_config(true), backend);
   EXPECT_EQ(weights.lm_head.data(), weights.embed_tokens.data());
   EXPECT_EQ(shape_of(weights.lm_head), (std::vector<int64_t>{40, 16}));
 }
@@ -63,8 +63,8 @@ TEST(DummyWeights, TiedHeadViewsTheEmbedding) {
 TEST(DummyWeights, DeterministicAndDistinctPerTensor) {
   const ModelConfig config = tiny_config(false);
   FakeBackend backend(DType::kF32);
-  const Qwen3Weights a = load_dummy(config, backend);
-  const Qwen3Weights b = load_dummy(config, backend);
+  const DecoderWeights a = load_dummy(config, backend);
+  const DecoderWeights b = load_dummy(config, backend);
   EXPECT_EQ(read_floats(backend, a.embed_tokens), read_floats(backend, b.embed_tokens));
   EXPECT_EQ(read_floats(backend, a.layers[1].qkv_proj), read_floats(backend, b.layers[1].qkv_proj));
   EXPECT_NE(read_floats(backend, a.layers[0].down_proj),
@@ -81,7 +81,7 @@ TEST(DummyWeights, NormGainsAreOneAndOtherWeightsSmall) {
   // A vocabulary large enough that the embedding is filled by several threads.
   const ModelConfig config = tiny_config(false, 40000);
   FakeBackend backend(DType::kF32);
-  const Qwen3Weights weights = load_dummy(config, backend);
+  const DecoderWeights weights = load_dummy(config, backend);
   for (const Tensor* norm :
        {&weights.norm, &weights.layers[0].q_norm, &weights.layers[1].k_norm,
         &weights.layers[0].input_layernorm, &weights.layers[1].post_attention_layernorm}) {
@@ -106,7 +106,7 @@ TEST(DummyWeights, NormGainsAreOneAndOtherWeightsSmall) {
 TEST(DummyWeights, Bf16ComputeHoldsRoundedValues) {
   const ModelConfig config = tiny_config(false);
   FakeBackend backend(DType::kBF16);
-  const Qwen3Weights weights = load_dummy(config, backend);
+  const DecoderWeights weights = load_dummy(config, backend);
   const std::vector<float> down = read_floats(backend, weights.layers[0].down_proj);
   for (size_t i = 0; i < down.size(); ++i) {
     ASSERT_EQ(down[i],

@@ -51,6 +51,7 @@ class FakeBackend : public Backend {
   }
   void silu_mul(const Tensor&, Tensor) override { unsupported(); }
   void all_reduce_sum(Tensor) override { unsupported(); }
+  void add_bias(Tensor, const Tensor&) override { unsupported(); }
   void all_gather_columns(const Tensor&, Tensor) override { unsupported(); }
   void gather_rows(const Tensor&, const Tensor&, Tensor) override { unsupported(); }
   void gather_ids(const Tensor&, const Tensor&, Tensor) override { unsupported(); }

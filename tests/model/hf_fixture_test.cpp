@@ -48,8 +48,8 @@ TEST_P(HfFixtureWeights, MatchLibraryValuesAfterRounding) {
 
   const ModelConfig config = load_model_config(kCheckpoint);
   FakeBackend backend(compute);
-  const Qwen3Weights weights =
-      load_qwen3_weights(kCheckpoint, config, backend, LoadFormat::kSafetensors);
+  const DecoderWeights weights =
+      load_decoder_weights(kCheckpoint, config, backend, LoadFormat::kSafetensors);
   testing::expect_weights_match(backend, weights, expected, 2, true);
 }
 

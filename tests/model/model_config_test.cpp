@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "model_test_files.h"
 
 namespace nanovllm {
@@ -43,6 +45,67 @@ const char* kQwen3_0_6B = R"({
   "vocab_size": 151936
 })";
 
+// config.json of Qwen/Qwen2.5-7B-Instruct as released.
+const char* kQwen25_7B = R"({
+  "architectures": ["Qwen2ForCausalLM"],
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": 151645,
+  "hidden_act": "silu",
+  "hidden_size": 3584,
+  "initializer_range": 0.02,
+  "intermediate_size": 18944,
+  "max_position_embeddings": 32768,
+  "max_window_layers": 28,
+  "model_type": "qwen2",
+  "num_attention_heads": 28,
+  "num_hidden_layers": 28,
+  "num_key_value_heads": 4,
+  "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0,
+  "sliding_window": 131072,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.43.1",
+  "use_cache": true,
+  "use_sliding_window": false,
+  "vocab_size": 152064
+})";
+
+// config.json of meta-llama/Llama-3.1-8B-Instruct as released.
+const char* kLlama31_8B = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 128000,
+  "eos_token_id": [128001, 128008, 128009],
+  "hidden_act": "silu",
+  "hidden_size": 4096,
+  "initializer_range": 0.02,
+  "intermediate_size": 14336,
+  "max_position_embeddings": 131072,
+  "mlp_bias": false,
+  "model_type": "llama",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 32,
+  "num_key_value_heads": 8,
+  "pretraining_tp": 1,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": {
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+    "rope_type": "llama3"
+  },
+  "rope_theta": 500000.0,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.43.0.dev0",
+  "use_cache": true,
+  "vocab_size": 128256
+})";
+
 ModelConfig load(const json& config, const TempDir& dir) {
   write_json(dir / "config.json", config);
   return load_model_config(dir.path());
@@ -70,6 +133,71 @@ TEST(ModelConfig, ReadsReleasedQwen3Config) {
 }
 
 // Newer transformers move rope_theta into rope_parameters and rename torch_dtype to dtype.
+TEST(ModelConfig, ReadsReleasedQwen25Config) {
+  TempDir dir;
+  write_file(dir / "config.json", kQwen25_7B);
+  const ModelConfig config = load_model_config(dir.path());
+  EXPECT_EQ(config.architecture, "Qwen2ForCausalLM");
+  EXPECT_EQ(config.head_dim, 128);  // hidden / heads
+  EXPECT_TRUE(config.qkv_bias);
+  EXPECT_FALSE(config.qk_norm);
+  EXPECT_FALSE(config.rope_scaling.enabled);
+  EXPECT_EQ(config.rope_theta, 1000000.0);
+  EXPECT_EQ(config.num_key_value_heads, 4);
+}
+
+TEST(ModelConfig, ReadsReleasedLlama31ConfigWithItsRopeScaling) {
+  TempDir dir;
+  write_file(dir / "config.json", kLlama31_8B);
+  const ModelConfig config = load_model_config(dir.path());
+  EXPECT_EQ(config.architecture, "LlamaForCausalLM");
+  EXPECT_EQ(config.head_dim, 128);
+  EXPECT_FALSE(config.qkv_bias);
+  EXPECT_FALSE(config.qk_norm);
+  EXPECT_EQ(config.rope_theta, 500000.0);
+  EXPECT_TRUE(config.rope_scaling.enabled);
+  EXPECT_EQ(config.rope_scaling.factor, 8.0);
+  EXPECT_EQ(config.rope_scaling.low_freq_factor, 1.0);
+  EXPECT_EQ(config.rope_scaling.high_freq_factor, 4.0);
+  EXPECT_EQ(config.rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(config.eos_token_ids, (std::vector<int>{128001, 128008, 128009}));
+}
+
+// What only Llama may have is refused elsewhere, and what none implements everywhere.
+TEST(ModelConfig, RefusesWhatTheFamilyDoesNotImplement) {
+  const auto error_of = [](const char* text, const std::function<void(json&)>& change) {
+    TempDir dir;
+    json config = json::parse(text);
+    change(config);
+    return testing::error_message([&] { load(config, dir); });
+  };
+  const auto llama3 = [](json& c) {
+    c["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", 8.0},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 8192}};
+  };
+  EXPECT_TRUE(
+      testing::contains_all(error_of(kQwen25_7B, llama3), {"'rope_scaling.rope_type'", "llama3"}));
+  EXPECT_TRUE(
+      testing::contains_all(error_of(kQwen25_7B, [](json& c) { c["use_sliding_window"] = true; }),
+                            {"'use_sliding_window'", "sliding-window"}));
+  EXPECT_TRUE(testing::contains_all(
+      error_of(kLlama31_8B, [](json& c) { c["rope_scaling"]["rope_type"] = "yarn"; }),
+      {"'rope_scaling.rope_type'", "yarn", "llama3"}));
+  EXPECT_TRUE(testing::contains_all(
+      error_of(kLlama31_8B, [](json& c) { c["rope_scaling"].erase("low_freq_factor"); }),
+      {"'rope_scaling.low_freq_factor'", "missing"}));
+  EXPECT_TRUE(testing::contains_all(
+      error_of(kLlama31_8B, [](json& c) { c["rope_scaling"]["high_freq_factor"] = 0.5; }),
+      {"'rope_scaling.high_freq_factor'", "low_freq_factor"}));
+  EXPECT_TRUE(testing::contains_all(error_of(kLlama31_8B, [](json& c) { c["mlp_bias"] = true; }),
+                                    {"'mlp_bias'"}));
+  EXPECT_TRUE(testing::contains_all(
+      error_of(kLlama31_8B, [](json& c) { c["attention_bias"] = true; }), {"'attention_bias'"}));
+}
+
 TEST(ModelConfig, ReadsNewerTransformersStyle) {
   TempDir dir;
   json config = tiny_config_json();
@@ -192,17 +320,17 @@ std::vector<Rejection> rejections() {
       {"MissingModelType", [](json& c) { c.erase("model_type"); }, {"'model_type'", "missing"}},
       // The architecture comes from the registry: others are named, with the ones served.
       {"UnknownArchitecture",
-       [](json& c) { c["architectures"] = {"LlamaForCausalLM"}; },
-       {"'architectures'", "LlamaForCausalLM", "Qwen3ForCausalLM"}},
+       [](json& c) { c["architectures"] = {"MistralForCausalLM"}; },
+       {"'architectures'", "MistralForCausalLM", "Qwen3ForCausalLM", "LlamaForCausalLM"}},
       {"ArchitecturesNotAList",
        [](json& c) { c["architectures"] = "Qwen3ForCausalLM"; },
        {"'architectures'", "list"}},
       {"UnknownModelTypeWithoutArchitectures",
        [](json& c) {
          c.erase("architectures");
-         c["model_type"] = "llama";
+         c["model_type"] = "mistral";
        },
-       {"'model_type'", "llama", "Qwen3ForCausalLM"}},
+       {"'model_type'", "mistral", "Qwen3ForCausalLM", "Qwen2ForCausalLM"}},
       {"NeitherArchitecturesNorModelType",
        [](json& c) {
          c.erase("architectures");

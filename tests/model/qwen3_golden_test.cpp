@@ -1,5 +1,5 @@
 // The CPU model against fp32 goldens from Hugging Face transformers
-// (tests/data/models/*/golden.json, made by tools/make_qwen3_fixtures.py).
+// (tests/data/models/*/golden.json, made by tools/make_model_fixtures.py).
 // Tolerance: |logit - golden| <= 2e-5 + 1e-5 * |golden|; greedy tokens must be equal except at a
 // step whose golden top-1/top-2 margin is below 1e-4 (then either of the two is accepted and
 // the continuation stops being compared, since it legitimately diverges).
@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "model/decoder/decoder_model.h"
+#include "model/decoder/decoder_weights.h"
 #include "model/model_config.h"
-#include "model/qwen3/qwen3_model.h"
-#include "model/qwen3/qwen3_weights.h"
 
 namespace nanovllm {
 namespace {
@@ -37,7 +37,7 @@ nlohmann::json load_golden(const std::string& name) {
 // forward that ignores the block table cannot pass.
 class SingleSequenceRunner {
  public:
-  SingleSequenceRunner(Qwen3Model& model, int block_size, int max_tokens)
+  SingleSequenceRunner(DecoderModel& model, int block_size, int max_tokens)
       : model_(model), block_size_(block_size) {
     const ModelConfig& config = model.config();
     const int num_blocks = (max_tokens + block_size - 1) / block_size;
@@ -88,7 +88,7 @@ class SingleSequenceRunner {
   }
 
  private:
-  Qwen3Model& model_;
+  DecoderModel& model_;
   int block_size_;
   int length_ = 0;
   std::vector<int> block_table_;
@@ -126,9 +126,9 @@ TEST_P(Qwen3Golden, PromptLogitsAndGreedyDecodeMatchTransformers) {
   const nlohmann::json golden = load_golden(param.model);
   const ModelConfig config = load_model_config(model_dir(param.model));
   auto backend = make_cpu_backend();
-  Qwen3Model model(
+  DecoderModel model(
       config,
-      load_qwen3_weights(model_dir(param.model), config, *backend, LoadFormat::kSafetensors),
+      load_decoder_weights(model_dir(param.model), config, *backend, LoadFormat::kSafetensors),
       *backend);
   const int vocab = config.vocab_size;
 
@@ -179,7 +179,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(GoldenCase{"qwen3-tiny-tied", 16, 0}, GoldenCase{"qwen3-tiny-tied", 256, 0},
                       GoldenCase{"qwen3-tiny-untied", 16, 0},
                       GoldenCase{"qwen3-tiny-untied", 256, 0},
-                      GoldenCase{"qwen3-tiny-untied", 64, 37}),
+                      GoldenCase{"qwen3-tiny-untied", 64, 37}, GoldenCase{"qwen2-tiny", 16, 0},
+                      GoldenCase{"qwen2-tiny", 64, 37}, GoldenCase{"llama-tiny", 16, 0},
+                      GoldenCase{"llama-tiny", 256, 37}),
     [](const ::testing::TestParamInfo<GoldenCase>& info) {
       std::string name =
           info.param.model + "_block" + std::to_string(info.param.block_size) +

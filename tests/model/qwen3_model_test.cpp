@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "model/qwen3/qwen3_model.h"
+#include "model/decoder/decoder_model.h"
 #include "model/rotary.h"
 #include "model/tensor_dump.h"
 #include "qwen3_model_test_util.h"
@@ -51,7 +51,7 @@ Matrix rms_norm_rows(Matrix x, const Tensor& w, double eps) {
 
 // Logits [T][vocab] of every position of `ids` processed as one full causal sequence:
 // HF Qwen3ForCausalLM written out with no cache, no fusion and double arithmetic.
-Matrix reference_logits(const ModelConfig& c, const Qwen3Weights& w,
+Matrix reference_logits(const ModelConfig& c, const DecoderWeights& w,
                         const std::vector<int32_t>& ids) {
   const int T = static_cast<int>(ids.size());
   const int H = c.hidden_size, D = c.head_dim, nq = c.num_attention_heads;
@@ -61,7 +61,7 @@ Matrix reference_logits(const ModelConfig& c, const Qwen3Weights& w,
   for (int t = 0; t < T; ++t) {
     for (int i = 0; i < H; ++i) x[t][i] = w.embed_tokens.data_as<float>()[ids[t] * H + i];
   }
-  for (const Qwen3LayerWeights& layer : w.layers) {
+  for (const DecoderLayerWeights& layer : w.layers) {
     Matrix qkv = matmul_t(rms_norm_rows(x, layer.input_layernorm, eps), layer.qkv_proj);
     for (int t = 0; t < T; ++t) {
       for (int head = 0; head < nq + nkv; ++head) {
@@ -129,14 +129,14 @@ void expect_logits_close(const std::vector<float>& got, const std::vector<double
   }
 }
 
-TEST(Qwen3Model, MatchesDenseReferenceUntiedAndTied) {
+TEST(DecoderModel, MatchesDenseReferenceUntiedAndTied) {
   auto backend = make_cpu_backend(2);
   for (bool tied : {false, true}) {
     const ModelConfig config = test::tiny_config(tied);
-    Qwen3Weights weights = test::random_weights(config, 7);
+    DecoderWeights weights = test::random_weights(config, 7);
     const Matrix expected =
         reference_logits(config, weights, test::random_tokens(23, config.vocab_size, 3));
-    Qwen3Model model(config, std::move(weights), *backend);
+    DecoderModel model(config, std::move(weights), *backend);
     PagedKvCache cache(config, 8, 4);
     TestSequence seq{test::random_tokens(23, config.vocab_size, 3)};
     const auto logits = test::run_step(model, cache, {Step{&seq, 23}});
@@ -191,14 +191,14 @@ std::pair<std::string, size_t> read_npy_header(const std::filesystem::path& path
   return {header.substr(open + 10, close - open - 10), 10 + header_len};
 }
 
-TEST(Qwen3Model, DumpsNamedIntermediatesWhenAskedTo) {
+TEST(DecoderModel, DumpsNamedIntermediatesWhenAskedTo) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / fmt::format("nanovllm_dump_{}", ::getpid());
   std::filesystem::remove_all(dir);
   auto backend = make_cpu_backend(1);
   const ModelConfig config = test::tiny_config();
   ::setenv("NANOVLLM_DUMP_DIR", dir.c_str(), 1);
-  Qwen3Model model(config, test::random_weights(config, 5), *backend);
+  DecoderModel model(config, test::random_weights(config, 5), *backend);
   ::unsetenv("NANOVLLM_DUMP_DIR");
   PagedKvCache cache(config, 4, 16);
   TestSequence seq{test::random_tokens(6, config.vocab_size, 1)};
@@ -240,20 +240,20 @@ TEST(Qwen3Model, DumpsNamedIntermediatesWhenAskedTo) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Qwen3Model, NoDumpsWithoutTheVariable) {
+TEST(DecoderModel, NoDumpsWithoutTheVariable) {
   ::unsetenv("NANOVLLM_DUMP_DIR");
   auto backend = make_cpu_backend(1);
   TensorDumper dumper(*backend);
   EXPECT_FALSE(dumper.enabled());
 }
 
-TEST(Qwen3Model, RejectsWeightsThatDoNotMatchTheConfig) {
+TEST(DecoderModel, RejectsWeightsThatDoNotMatchTheConfig) {
   auto backend = make_cpu_backend(1);
   ModelConfig config = test::tiny_config();
-  Qwen3Weights weights = test::random_weights(config, 1);
+  DecoderWeights weights = test::random_weights(config, 1);
   config.intermediate_size = 81;
   try {
-    Qwen3Model model(config, std::move(weights), *backend);
+    DecoderModel model(config, std::move(weights), *backend);
     ADD_FAILURE() << "mismatched weights were accepted";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("layers.0.gate_up_proj"), std::string::npos)
@@ -261,10 +261,10 @@ TEST(Qwen3Model, RejectsWeightsThatDoNotMatchTheConfig) {
   }
 }
 
-TEST(Qwen3Model, BadTokenIdsAndPositionsAreErrors) {
+TEST(DecoderModel, BadTokenIdsAndPositionsAreErrors) {
   auto backend = make_cpu_backend(1);
   const ModelConfig config = test::tiny_config();
-  Qwen3Model model(config, test::random_weights(config, 2), *backend);
+  DecoderModel model(config, test::random_weights(config, 2), *backend);
   {
     // A negative id is no id at all. (One past the vocabulary is another rank's row of a
     // vocabulary-parallel embedding, a zero row here: the engine refuses such ids earlier.)

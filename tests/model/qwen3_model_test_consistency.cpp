@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "model/qwen3/qwen3_model.h"
+#include "model/decoder/decoder_model.h"
 #include "qwen3_model_test_util.h"
 
 namespace nanovllm {
@@ -17,7 +17,7 @@ using test::TestSequence;
 using Logits = std::vector<std::vector<float>>;  // [position][vocab]
 
 // Logits of every position of `tokens`, computed in chunks of the given sizes.
-Logits logits_by_schedule(Qwen3Model& model, const std::vector<int32_t>& tokens,
+Logits logits_by_schedule(DecoderModel& model, const std::vector<int32_t>& tokens,
                           const std::vector<int>& chunks, int block_size, uint32_t block_seed) {
   const int blocks = static_cast<int>(tokens.size()) / block_size + 3;
   PagedKvCache cache(model.config(), blocks, block_size);
@@ -50,10 +50,10 @@ std::vector<int> prefix_then_decode(int prefix, int total) {
   return chunks;
 }
 
-TEST(Qwen3ModelSchedules, PrefillEqualsPrefixPlusDecodeEqualsChunkedAcrossBlockLayouts) {
+TEST(DecoderModelSchedules, PrefillEqualsPrefixPlusDecodeEqualsChunkedAcrossBlockLayouts) {
   auto backend = make_cpu_backend(2);
   const ModelConfig config = test::tiny_config();
-  Qwen3Model model(config, test::random_weights(config, 11), *backend);
+  DecoderModel model(config, test::random_weights(config, 11), *backend);
   const std::vector<int32_t> tokens = test::random_tokens(40, config.vocab_size, 12);
   const Logits full = logits_by_schedule(model, tokens, {40}, 16, 0);
 
@@ -74,10 +74,10 @@ TEST(Qwen3ModelSchedules, PrefillEqualsPrefixPlusDecodeEqualsChunkedAcrossBlockL
                      "decode from one token");
 }
 
-TEST(Qwen3ModelSchedules, MixedBatchesMatchEachSequenceAlone) {
+TEST(DecoderModelSchedules, MixedBatchesMatchEachSequenceAlone) {
   auto backend = make_cpu_backend(3);
   const ModelConfig config = test::tiny_config();
-  Qwen3Model model(config, test::random_weights(config, 21), *backend);
+  DecoderModel model(config, test::random_weights(config, 21), *backend);
   const std::vector<int> lengths = {20, 25, 31, 3};
   std::vector<Logits> alone;
   std::vector<TestSequence> seqs;
@@ -112,11 +112,11 @@ TEST(Qwen3ModelSchedules, MixedBatchesMatchEachSequenceAlone) {
   }
 }
 
-TEST(Qwen3ModelSchedules, WorkspaceShrinksAndGrowsBetweenCalls) {
+TEST(DecoderModelSchedules, WorkspaceShrinksAndGrowsBetweenCalls) {
   // A small batch after a large one (buffers larger than needed) and a larger one after it.
   auto backend = make_cpu_backend(1);
   const ModelConfig config = test::tiny_config();
-  Qwen3Model model(config, test::random_weights(config, 41), *backend);
+  DecoderModel model(config, test::random_weights(config, 41), *backend);
   const std::vector<int32_t> tokens = test::random_tokens(30, config.vocab_size, 42);
   const Logits full = logits_by_schedule(model, tokens, {30}, 16, 0);
   const std::vector<int32_t> small(tokens.begin(), tokens.begin() + 5);

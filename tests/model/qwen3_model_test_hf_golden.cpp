@@ -79,7 +79,7 @@
 
 #include <cmath>
 
-#include "model/qwen3/qwen3_model.h"
+#include "model/decoder/decoder_model.h"
 #include "qwen3_model_test_util.h"
 
 namespace nanovllm {
@@ -97,7 +97,7 @@ uint32_t hash_u32(uint32_t index, uint32_t seed) {
 }
 
 // The script's values(): lo + (hi - lo) * hash / 2^32 in double, rounded to float32.
-Tensor hashed(Qwen3Weights& w, std::initializer_list<int64_t> shape, uint32_t seed, double lo,
+Tensor hashed(DecoderWeights& w, std::initializer_list<int64_t> shape, uint32_t seed, double lo,
               double hi) {
   OwnedTensor owned(DType::kF32, shape);
   float* data = owned.tensor.data_as<float>();
@@ -109,13 +109,13 @@ Tensor hashed(Qwen3Weights& w, std::initializer_list<int64_t> shape, uint32_t se
   return owned.tensor;
 }
 
-Tensor hashed_linear(Qwen3Weights& w, int64_t out, int64_t in, uint32_t seed) {
+Tensor hashed_linear(DecoderWeights& w, int64_t out, int64_t in, uint32_t seed) {
   const double a = 1.5 / std::sqrt(static_cast<double>(in));
   return hashed(w, {out, in}, seed, -a, a);
 }
 
 // Stacks [rows_i, cols] tensors into one, as the loader packs q|k|v and gate|up.
-Tensor stack_rows(Qwen3Weights& w, std::initializer_list<Tensor> parts) {
+Tensor stack_rows(DecoderWeights& w, std::initializer_list<Tensor> parts) {
   int64_t rows = 0;
   const int64_t cols = parts.begin()->size(1);
   for (const Tensor& part : parts) rows += part.size(0);
@@ -133,14 +133,14 @@ ModelConfig golden_config() {
   return c;
 }
 
-Qwen3Weights golden_weights(const ModelConfig& c) {
+DecoderWeights golden_weights(const ModelConfig& c) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
   const int64_t nq = c.num_attention_heads, nkv = c.num_key_value_heads;
-  Qwen3Weights w;
+  DecoderWeights w;
   w.embed_tokens = hashed(w, {c.vocab_size, H}, 1, -1.0, 1.0);
   for (uint32_t l = 0; l < static_cast<uint32_t>(c.num_hidden_layers); ++l) {
     const uint32_t b = 100 * (l + 1);
-    Qwen3LayerWeights layer;
+    DecoderLayerWeights layer;
     layer.input_layernorm = hashed(w, {H}, b + 0, 0.8, 1.2);
     layer.qkv_proj =
         stack_rows(w, {hashed_linear(w, nq * D, H, b + 1), hashed_linear(w, nkv * D, H, b + 2),
@@ -269,10 +269,10 @@ constexpr float kHfLogits[][101] = {
      5.15139341e-01f},
 };
 
-TEST(Qwen3ModelVsHuggingFace, LogitsOfA1100TokenPrefillMatch) {
+TEST(DecoderModelVsHuggingFace, LogitsOfA1100TokenPrefillMatch) {
   const ModelConfig config = golden_config();
   auto backend = make_cpu_backend(0);
-  Qwen3Model model(config, golden_weights(config), *backend);
+  DecoderModel model(config, golden_weights(config), *backend);
 
   std::vector<int32_t> tokens(kTokens);
   for (int t = 0; t < kTokens; ++t) tokens[t] = static_cast<int32_t>(hash_u32(t, 77) % 101);

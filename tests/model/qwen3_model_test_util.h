@@ -12,7 +12,7 @@
 
 #include "core/buffer.h"
 #include "kernels/backend.h"
-#include "model/qwen3/qwen3_model.h"
+#include "model/decoder/decoder_model.h"
 
 namespace nanovllm::test {
 
@@ -31,15 +31,16 @@ inline ModelConfig tiny_config(bool tied = false) {
   c.rope_theta = 1000000.0;
   c.max_position_embeddings = 512;
   c.tie_word_embeddings = tied;
+  c.qk_norm = true;
   c.torch_dtype = DType::kF32;
   return c;
 }
 
 // Random weights of the config's shapes; linear weights scaled by 1/sqrt(fan_in) so the
 // activations stay of order one through the layers.
-inline Qwen3Weights random_weights(const ModelConfig& c, uint32_t seed) {
+inline DecoderWeights random_weights(const ModelConfig& c, uint32_t seed) {
   std::mt19937 rng(seed);
-  Qwen3Weights w;
+  DecoderWeights w;
   auto make = [&](std::initializer_list<int64_t> shape, float lo, float hi) {
     OwnedTensor owned(DType::kF32, shape);
     std::uniform_real_distribution<float> dist(lo, hi);
@@ -55,7 +56,7 @@ inline Qwen3Weights random_weights(const ModelConfig& c, uint32_t seed) {
   const int64_t qkv = (c.num_attention_heads + 2 * c.num_key_value_heads) * d;
   w.embed_tokens = make({c.vocab_size, h}, -1.0f, 1.0f);
   for (int i = 0; i < c.num_hidden_layers; ++i) {
-    Qwen3LayerWeights layer;
+    DecoderLayerWeights layer;
     layer.input_layernorm = make({h}, 0.8f, 1.2f);
     layer.qkv_proj = linear(qkv, h);
     layer.q_norm = make({d}, 0.8f, 1.2f);
@@ -198,7 +199,7 @@ inline BuiltBatch build_batch(const std::vector<Step>& steps, PagedKvCache& cach
 }
 
 // Runs one step and returns the logits of every row, [rows][vocab]; advances the sequences.
-inline std::vector<std::vector<float>> run_step(Qwen3Model& model, PagedKvCache& cache,
+inline std::vector<std::vector<float>> run_step(DecoderModel& model, PagedKvCache& cache,
                                                 const std::vector<Step>& steps) {
   BuiltBatch built = build_batch(steps, cache);
   const Tensor logits = model.forward(built.batch, cache.layers());

@@ -1,4 +1,4 @@
-#include "model/qwen3/qwen3_weights.h"
+#include "model/decoder/decoder_weights.h"
 
 #include <gtest/gtest.h>
 
@@ -42,9 +42,9 @@ void PrintTo(const LoadCase& value, std::ostream* os) {
   *os << value.label;
 }
 
-class Qwen3WeightsLoads : public ::testing::TestWithParam<LoadCase> {};
+class DecoderWeightsLoads : public ::testing::TestWithParam<LoadCase> {};
 
-TEST_P(Qwen3WeightsLoads, EveryValueAfterDtypeConversion) {
+TEST_P(DecoderWeightsLoads, EveryValueAfterDtypeConversion) {
   const LoadCase& c = GetParam();
   TempDir dir;
   const json config_json = tiny_config_json();
@@ -53,8 +53,8 @@ TEST_P(Qwen3WeightsLoads, EveryValueAfterDtypeConversion) {
 
   const ModelConfig config = load_model_config(dir.path());
   FakeBackend backend(c.compute);
-  const Qwen3Weights weights =
-      load_qwen3_weights(dir.path(), config, backend, LoadFormat::kSafetensors);
+  const DecoderWeights weights =
+      load_decoder_weights(dir.path(), config, backend, LoadFormat::kSafetensors);
   for (const Buffer& buffer : weights.storage) EXPECT_EQ(buffer.device(), Device::kCPU);
   EXPECT_EQ(weights.layers[0].qkv_proj.dtype(), c.compute);
   testing::expect_weights_match(backend, weights,
@@ -63,7 +63,7 @@ TEST_P(Qwen3WeightsLoads, EveryValueAfterDtypeConversion) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Checkpoints, Qwen3WeightsLoads,
+    Checkpoints, DecoderWeightsLoads,
     ::testing::Values(LoadCase{"F32FileF32Compute", {DType::kF32}, DType::kF32, 1},
                       LoadCase{"BF16FileF32Compute", {DType::kBF16}, DType::kF32, 1},
                       LoadCase{"F16FileF32Compute", {DType::kF16}, DType::kF32, 2},
@@ -83,7 +83,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return info.param.label; });
 
 // Constant rows make the merge order visible: q rows 1, k rows 2, v rows 3, gate 4, up 5.
-TEST(Qwen3Weights, MergesQkvAndGateUpRowsInOrder) {
+TEST(DecoderWeights, MergesQkvAndGateUpRowsInOrder) {
   TempDir dir;
   const json config_json = tiny_config_json();
   std::vector<ReferenceTensor> tensors = qwen3_reference_tensors(config_json, 2);
@@ -99,11 +99,11 @@ TEST(Qwen3Weights, MergesQkvAndGateUpRowsInOrder) {
   write_checkpoint(dir.path(), config_json, tensors, {DType::kBF16}, 1);
   const ModelConfig config = load_model_config(dir.path());
   FakeBackend backend(DType::kF32);
-  const Qwen3Weights weights =
-      load_qwen3_weights(dir.path(), config, backend, LoadFormat::kSafetensors);
+  const DecoderWeights weights =
+      load_decoder_weights(dir.path(), config, backend, LoadFormat::kSafetensors);
 
   // 4 heads and 2 kv heads of 8 dims over hidden 16; intermediate 24.
-  const Qwen3LayerWeights& layer = weights.layers[1];
+  const DecoderLayerWeights& layer = weights.layers[1];
   EXPECT_EQ(testing::shape_of(layer.qkv_proj), (std::vector<int64_t>{64, 16}));
   const std::vector<float> qkv = testing::read_floats(backend, layer.qkv_proj);
   for (int row = 0; row < 64; ++row) {
@@ -121,7 +121,7 @@ TEST(Qwen3Weights, MergesQkvAndGateUpRowsInOrder) {
   EXPECT_EQ(testing::shape_of(weights.embed_tokens), (std::vector<int64_t>{40, 16}));
 }
 
-TEST(Qwen3Weights, TiedHeadViewsTheEmbedding) {
+TEST(DecoderWeights, TiedHeadViewsTheEmbedding) {
   TempDir dir;
   json config_json = tiny_config_json();
   config_json["tie_word_embeddings"] = true;
@@ -129,15 +129,15 @@ TEST(Qwen3Weights, TiedHeadViewsTheEmbedding) {
   write_checkpoint(dir.path(), config_json, tensors, {DType::kF32}, 2);
   const ModelConfig config = load_model_config(dir.path());
   FakeBackend backend(DType::kF32);
-  const Qwen3Weights weights =
-      load_qwen3_weights(dir.path(), config, backend, LoadFormat::kSafetensors);
+  const DecoderWeights weights =
+      load_decoder_weights(dir.path(), config, backend, LoadFormat::kSafetensors);
   testing::expect_weights_match(backend, weights,
                                 expected_values(tensors, {DType::kF32}, DType::kF32), 2, true);
   EXPECT_EQ(testing::shape_of(weights.lm_head), (std::vector<int64_t>{40, 16}));
 }
 
 // Some tied checkpoints ship lm_head.weight anyway; the embedding is what a tied model uses.
-TEST(Qwen3Weights, TiedCheckpointWithHeadIgnoresIt) {
+TEST(DecoderWeights, TiedCheckpointWithHeadIgnoresIt) {
   TempDir dir;
   json config_json = tiny_config_json();
   std::vector<ReferenceTensor> tensors = qwen3_reference_tensors(config_json, 4);  // with head
@@ -145,13 +145,13 @@ TEST(Qwen3Weights, TiedCheckpointWithHeadIgnoresIt) {
   write_checkpoint(dir.path(), config_json, tensors, {DType::kF32}, 1);
   const ModelConfig config = load_model_config(dir.path());
   FakeBackend backend(DType::kF32);
-  const Qwen3Weights weights =
-      load_qwen3_weights(dir.path(), config, backend, LoadFormat::kSafetensors);
+  const DecoderWeights weights =
+      load_decoder_weights(dir.path(), config, backend, LoadFormat::kSafetensors);
   EXPECT_EQ(weights.lm_head.data(), weights.embed_tokens.data());
   EXPECT_EQ(testing::read_floats(backend, weights.lm_head), tensors.front().values);
 }
 
-class Qwen3WeightsErrors : public ::testing::Test {
+class DecoderWeightsErrors : public ::testing::Test {
  protected:
   // Writes the tiny checkpoint after `change` edits its tensor list, then loads it.
   std::string load_error(const std::function<void(std::vector<ReferenceTensor>&)>& change,
@@ -162,7 +162,7 @@ class Qwen3WeightsErrors : public ::testing::Test {
     const ModelConfig config = load_model_config(dir_.path());
     FakeBackend backend(DType::kF32);
     return testing::error_message(
-        [&] { load_qwen3_weights(dir_.path(), config, backend, LoadFormat::kSafetensors); });
+        [&] { load_decoder_weights(dir_.path(), config, backend, LoadFormat::kSafetensors); });
   }
 
   static void erase(std::vector<ReferenceTensor>& tensors, const std::string& name) {
@@ -178,7 +178,7 @@ class Qwen3WeightsErrors : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(Qwen3WeightsErrors, MissingTensorsAreListed) {
+TEST_F(DecoderWeightsErrors, MissingTensorsAreListed) {
   const std::string message = load_error([](auto& tensors) {
     erase(tensors, "model.layers.1.self_attn.k_norm.weight");
     erase(tensors, "model.norm.weight");
@@ -189,20 +189,20 @@ TEST_F(Qwen3WeightsErrors, MissingTensorsAreListed) {
       << message;
 }
 
-TEST_F(Qwen3WeightsErrors, UntiedWithoutHeadIsMissingIt) {
+TEST_F(DecoderWeightsErrors, UntiedWithoutHeadIsMissingIt) {
   const std::string message = load_error([](auto& tensors) { erase(tensors, "lm_head.weight"); });
   EXPECT_TRUE(testing::contains_all(
       message, {"missing 1 tensor(s): lm_head.weight", "tie_word_embeddings=false"}))
       << message;
 }
 
-TEST_F(Qwen3WeightsErrors, ManyMissingTensorsListTheFirstFew) {
+TEST_F(DecoderWeightsErrors, ManyMissingTensorsListTheFirstFew) {
   const std::string message = load_error([](auto& tensors) { tensors.resize(1); });
   EXPECT_TRUE(testing::contains_all(message, {"missing 24 tensor(s)", "(19 more)"})) << message;
 }
 
 // A checkpoint with more layers than config.json says: the extra layer's tensors are unexpected.
-TEST_F(Qwen3WeightsErrors, LayerBeyondConfigIsUnexpected) {
+TEST_F(DecoderWeightsErrors, LayerBeyondConfigIsUnexpected) {
   json bigger = tiny_config_json();
   bigger["num_hidden_layers"] = 3;
   const std::vector<ReferenceTensor> extra = qwen3_reference_tensors(bigger, 5);
@@ -221,7 +221,7 @@ TEST_F(Qwen3WeightsErrors, LayerBeyondConfigIsUnexpected) {
   EXPECT_EQ(message.find("missing"), std::string::npos) << message;
 }
 
-TEST_F(Qwen3WeightsErrors, MissingAndUnexpectedTogether) {
+TEST_F(DecoderWeightsErrors, MissingAndUnexpectedTogether) {
   const std::string message = load_error([](auto& tensors) {
     find(tensors, "model.layers.0.mlp.up_proj.weight").name = "model.layers.0.mlp.upproj.weight";
   });
@@ -231,7 +231,7 @@ TEST_F(Qwen3WeightsErrors, MissingAndUnexpectedTogether) {
       << message;
 }
 
-TEST_F(Qwen3WeightsErrors, MisShapedTensorNamesFileAndBothShapes) {
+TEST_F(DecoderWeightsErrors, MisShapedTensorNamesFileAndBothShapes) {
   const std::string message = load_error(
       [](auto& tensors) {
         ReferenceTensor& k = find(tensors, "model.layers.1.self_attn.k_proj.weight");
@@ -245,7 +245,7 @@ TEST_F(Qwen3WeightsErrors, MisShapedTensorNamesFileAndBothShapes) {
       << message;
 }
 
-TEST_F(Qwen3WeightsErrors, TransposedTensorIsMisShaped) {
+TEST_F(DecoderWeightsErrors, TransposedTensorIsMisShaped) {
   const std::string message = load_error([](auto& tensors) {
     find(tensors, "model.layers.0.mlp.down_proj.weight").shape = {24, 16};
   });
@@ -254,18 +254,18 @@ TEST_F(Qwen3WeightsErrors, TransposedTensorIsMisShaped) {
       << message;
 }
 
-TEST_F(Qwen3WeightsErrors, HeadDimFromConfigMustMatch) {
+TEST_F(DecoderWeightsErrors, HeadDimFromConfigMustMatch) {
   json config_json = tiny_config_json();
   std::vector<ReferenceTensor> tensors = qwen3_reference_tensors(config_json, 5);
   config_json["head_dim"] = 4;  // hidden / heads, as a guess would have it
   testing::write_checkpoint(dir_.path(), config_json, tensors, {DType::kBF16}, 1);
   FakeBackend backend(DType::kF32);
-  EXPECT_ERROR(load_qwen3_weights(dir_.path(), load_model_config(dir_.path()), backend,
-                                  LoadFormat::kSafetensors),
+  EXPECT_ERROR(load_decoder_weights(dir_.path(), load_model_config(dir_.path()), backend,
+                                    LoadFormat::kSafetensors),
                "'model.layers.0.self_attn.q_proj.weight'", "shape [32, 16]", "implies [16, 16]");
 }
 
-TEST(Qwen3Weights, IntegerWeightIsAnError) {
+TEST(DecoderWeights, IntegerWeightIsAnError) {
   TempDir dir;
   const json config_json = tiny_config_json();
   std::vector<ReferenceTensor> tensors = qwen3_reference_tensors(config_json, 6);
@@ -280,31 +280,31 @@ TEST(Qwen3Weights, IntegerWeightIsAnError) {
   }
   testing::write_safetensors(dir / "model.safetensors", data);
   FakeBackend backend(DType::kF32);
-  EXPECT_ERROR(load_qwen3_weights(dir.path(), load_model_config(dir.path()), backend,
-                                  LoadFormat::kSafetensors),
+  EXPECT_ERROR(load_decoder_weights(dir.path(), load_model_config(dir.path()), backend,
+                                    LoadFormat::kSafetensors),
                (dir / "model.safetensors").string(), "'model.norm.weight'", "int32",
                "BF16, F16 or F32");
 }
 
-TEST(Qwen3Weights, ValuesBeyondFloat16RangeAreAnError) {
+TEST(DecoderWeights, ValuesBeyondFloat16RangeAreAnError) {
   TempDir dir;
   const json config_json = tiny_config_json();
   std::vector<ReferenceTensor> tensors = qwen3_reference_tensors(config_json, 7);
   tensors[5].values[3] = 1e6f;
   write_checkpoint(dir.path(), config_json, tensors, {DType::kF32}, 1);
   FakeBackend backend(DType::kF16);
-  EXPECT_ERROR(load_qwen3_weights(dir.path(), load_model_config(dir.path()), backend,
-                                  LoadFormat::kSafetensors),
+  EXPECT_ERROR(load_decoder_weights(dir.path(), load_model_config(dir.path()), backend,
+                                    LoadFormat::kSafetensors),
                (dir / "model.safetensors").string(), tensors[5].name, "1 value(s)",
                "float16 range");
 }
 
-TEST(Qwen3Weights, NoCheckpointIsAnError) {
+TEST(DecoderWeights, NoCheckpointIsAnError) {
   TempDir dir;
   testing::write_json(dir / "config.json", tiny_config_json());
   FakeBackend backend(DType::kF32);
-  EXPECT_ERROR(load_qwen3_weights(dir.path(), load_model_config(dir.path()), backend,
-                                  LoadFormat::kSafetensors),
+  EXPECT_ERROR(load_decoder_weights(dir.path(), load_model_config(dir.path()), backend,
+                                    LoadFormat::kSafetensors),
                dir.path().string(), "no model.safetensors");
 }
 
@@ -328,7 +328,7 @@ std::vector<float> columns_of(const std::vector<float>& matrix, int64_t columns,
 // Each rank's shard holds exactly its rows (q/k/v by heads, gate/up, the vocabulary) and
 // columns (o_proj, down_proj) of the whole tensors; the KV heads are replicated over 4 ranks.
 // Straight from an F32 file, and converted from BF16.
-TEST(Qwen3Weights, ShardsAreTheRowsAndColumnsOfTheWholeTensors) {
+TEST(DecoderWeights, ShardsAreTheRowsAndColumnsOfTheWholeTensors) {
   for (DType file_dtype : {DType::kF32, DType::kBF16}) {
     TempDir dir;
     const json config_json = tiny_config_json();  // 4 heads, 2 KV heads of 8, hidden 16
@@ -336,18 +336,18 @@ TEST(Qwen3Weights, ShardsAreTheRowsAndColumnsOfTheWholeTensors) {
                      2);
     const ModelConfig config = load_model_config(dir.path());
     FakeBackend backend(DType::kF32);
-    const Qwen3Weights whole =
-        load_qwen3_weights(dir.path(), config, backend, LoadFormat::kSafetensors);
+    const DecoderWeights whole =
+        load_decoder_weights(dir.path(), config, backend, LoadFormat::kSafetensors);
     const auto read = [&](const Tensor& t) { return testing::read_floats(backend, t); };
-    const Qwen3LayerWeights& all = whole.layers[1];
+    const DecoderLayerWeights& all = whole.layers[1];
     const int64_t hidden = 16, d = 8, heads = 4, kv = 2, inter = 24, vocab = 40;
     for (int ranks : {2, 4}) {
       for (int rank = 0; rank < ranks; ++rank) {
         const std::string where =
             fmt::format("{} file, rank {} of {}", dtype_name(file_dtype), rank, ranks);
-        const Qwen3Weights shard = load_qwen3_weights(dir.path(), config, backend,
-                                                      LoadFormat::kSafetensors, {rank, ranks});
-        const Qwen3LayerWeights& mine = shard.layers[1];
+        const DecoderWeights shard = load_decoder_weights(dir.path(), config, backend,
+                                                          LoadFormat::kSafetensors, {rank, ranks});
+        const DecoderLayerWeights& mine = shard.layers[1];
         const int64_t q_rows = heads / ranks * d;
         const int64_t kv_head = kv >= ranks ? rank * (kv / ranks) : rank / (ranks / kv);
         const int64_t kv_rows = (kv >= ranks ? kv / ranks : 1) * d;

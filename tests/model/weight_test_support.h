@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "fake_backend.h"
-#include "model/qwen3/qwen3_weights.h"
+#include "model/decoder/decoder_weights.h"
 #include "model_test_files.h"
 
 namespace nanovllm::testing {
@@ -41,7 +41,7 @@ inline std::vector<float> concat(std::initializer_list<const std::vector<float>*
 
 // Expects `weights` to hold exactly `expected` (checkpoint name -> values as loaded), with the
 // q|k|v and gate|up rows merged in that order, and the head tied or not as the checkpoint says.
-inline void expect_weights_match(FakeBackend& backend, const Qwen3Weights& weights,
+inline void expect_weights_match(FakeBackend& backend, const DecoderWeights& weights,
                                  const std::map<std::string, std::vector<float>>& expected,
                                  int num_layers, bool tied) {
   auto at = [&](const std::string& name) -> const std::vector<float>& {
@@ -53,7 +53,7 @@ inline void expect_weights_match(FakeBackend& backend, const Qwen3Weights& weigh
   ASSERT_EQ(weights.layers.size(), static_cast<size_t>(num_layers));
   for (int i = 0; i < num_layers; ++i) {
     SCOPED_TRACE("layer " + std::to_string(i));
-    const Qwen3LayerWeights& layer = weights.layers[i];
+    const DecoderLayerWeights& layer = weights.layers[i];
     const std::string p = "model.layers." + std::to_string(i) + ".";
     EXPECT_EQ(read_floats(backend, layer.input_layernorm), at(p + "input_layernorm.weight"));
     EXPECT_EQ(read_floats(backend, layer.qkv_proj),

@@ -29,4 +29,14 @@ void add_rms_norm(Tensor x, Tensor residual, const Tensor& weight, float eps, Th
   });
 }
 
+void add_bias(Tensor x, const Tensor& bias) {
+  check_tensor(x, "add_bias x", DType::kF32, 2);
+  check_shape(bias, "add_bias bias", DType::kF32, {x.size(1)});
+  const float* b = bias.data_as<float>();
+  for (int64_t r = 0; r < x.size(0); ++r) {
+    float* row = x.data_as<float>() + r * x.stride(0);
+    for (int64_t i = 0; i < x.size(1); ++i) row[i] += b[i];
+  }
+}
+
 }  // namespace nanovllm::cpu

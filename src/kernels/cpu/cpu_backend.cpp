@@ -54,6 +54,7 @@ class CpuBackend final : public Backend {
   void all_reduce_sum(Tensor x) override {
     if (group_) group_->all_reduce_sum(x, nullptr);
   }
+  void add_bias(Tensor x, const Tensor& bias) override { cpu::add_bias(x, bias); }
   void all_gather_columns(const Tensor& x, Tensor out) override {
     if (group_) return group_->all_gather_columns(x, out, nullptr);
     cpu::copy_rows(x, out);

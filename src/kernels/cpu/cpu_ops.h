@@ -25,6 +25,8 @@ void attention(const Tensor& qkv, const LayerKVCache& cache, const AttentionMeta
 void silu_mul(const Tensor& gate_up, Tensor out, ThreadPool& pool);
 void gather_rows(const Tensor& x, const Tensor& indices, Tensor out, ThreadPool& pool);
 void gather_ids(const Tensor& ids, const Tensor& indices, Tensor out);
+// x[r, :] += bias.  x f32 [R, N]; bias f32 [N]
+void add_bias(Tensor x, const Tensor& bias);
 // out = x, both f32 [R, C] (an all-gather over one rank).
 void copy_rows(const Tensor& x, Tensor out);
 

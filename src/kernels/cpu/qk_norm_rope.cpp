@@ -7,12 +7,15 @@
 namespace nanovllm::cpu {
 namespace {
 
-// RMSNorm of one head, then neox-style rotation of its two halves by the position's angles.
+// RMSNorm of one head (without a norm weight: none), then neox-style rotation of its two
+// halves by the position's angles.
 void norm_rotate_head(float* head, const float* norm_weight, const float* cos, const float* sin,
                       int head_dim, float eps) {
-  const float mean_square = sum_of_squares(head, head_dim) / static_cast<float>(head_dim);
-  const float inv_rms = 1.0f / std::sqrt(mean_square + eps);
-  for (int i = 0; i < head_dim; ++i) head[i] = (head[i] * inv_rms) * norm_weight[i];
+  if (norm_weight != nullptr) {
+    const float mean_square = sum_of_squares(head, head_dim) / static_cast<float>(head_dim);
+    const float inv_rms = 1.0f / std::sqrt(mean_square + eps);
+    for (int i = 0; i < head_dim; ++i) head[i] = (head[i] * inv_rms) * norm_weight[i];
+  }
   const int half = head_dim / 2;
   float* x1 = head;
   float* x2 = head + half;
@@ -31,8 +34,12 @@ void qk_norm_rope(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm, const 
   check_qkv(qkv, dims);
   const int64_t tokens = qkv.size(0);
   const int head_dim = dims.head_dim;
-  check_shape(q_norm, "q_norm", DType::kF32, {head_dim});
-  check_shape(k_norm, "k_norm", DType::kF32, {head_dim});
+  NVLLM_CHECK_MSG(q_norm.defined() == k_norm.defined(),
+                  "q_norm and k_norm are both given (q/k norm) or both not (rotary only)");
+  if (q_norm.defined()) {
+    check_shape(q_norm, "q_norm", DType::kF32, {head_dim});
+    check_shape(k_norm, "k_norm", DType::kF32, {head_dim});
+  }
   check_shape(positions, "positions", DType::kI32, {tokens});
   check_shape(cos_sin, "cos_sin", DType::kF32, {-1, head_dim});
 
@@ -45,8 +52,8 @@ void qk_norm_rope(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm, const 
   }
 
   float* rows = qkv.data_as<float>();
-  const float* q_weight = q_norm.data_as<float>();
-  const float* k_weight = k_norm.data_as<float>();
+  const float* q_weight = q_norm.defined() ? q_norm.data_as<float>() : nullptr;
+  const float* k_weight = k_norm.defined() ? k_norm.data_as<float>() : nullptr;
   const float* table = cos_sin.data_as<float>();
   const int64_t row_width = dims.qkv_size();
   const int heads = dims.num_heads + dims.num_kv_heads;  // q heads then k heads, adjacent

@@ -324,6 +324,12 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, Tensor out) {
   linear_->run(args, stream());
 }
 
+void CudaBackend::add_bias(Tensor x, const Tensor& bias) {
+  check_rows(x, "add_bias x", dtype_, {-1, -1});
+  check_contiguous(bias, "add_bias bias", dtype_, {x.size(1)});
+  cuda::add_rows(dtype_, bias.data(), 0, x.size(0), x.size(1), x.data(), x.stride(0), stream());
+}
+
 cuda::QkNormRopeArgs CudaBackend::qk_norm_rope_args(const Tensor& qkv, const Tensor& q_norm,
                                                     const Tensor& k_norm, const Tensor& positions,
                                                     const Tensor& cos_sin, float eps,
@@ -331,8 +337,12 @@ cuda::QkNormRopeArgs CudaBackend::qk_norm_rope_args(const Tensor& qkv, const Ten
   cuda::check_attention_dims(dims);
   check_rows(qkv, "qkv", dtype_, {-1, dims.qkv_size()});
   const int64_t tokens = qkv.size(0);
-  check_contiguous(q_norm, "q_norm", dtype_, {dims.head_dim});
-  check_contiguous(k_norm, "k_norm", dtype_, {dims.head_dim});
+  NVLLM_CHECK_MSG(q_norm.defined() == k_norm.defined(),
+                  "q_norm and k_norm are both given (q/k norm) or both not (rotary only)");
+  if (q_norm.defined()) {
+    check_contiguous(q_norm, "q_norm", dtype_, {dims.head_dim});
+    check_contiguous(k_norm, "k_norm", dtype_, {dims.head_dim});
+  }
   check_contiguous(positions, "positions", DType::kI32, {tokens});
   check_contiguous(cos_sin, "cos_sin", DType::kF32, {-1, dims.head_dim});
   cuda::QkNormRopeArgs args;
@@ -343,8 +353,8 @@ cuda::QkNormRopeArgs CudaBackend::qk_norm_rope_args(const Tensor& qkv, const Ten
   args.num_heads = dims.num_heads;
   args.num_kv_heads = dims.num_kv_heads;
   args.head_dim = dims.head_dim;
-  args.q_norm = q_norm.data();
-  args.k_norm = k_norm.data();
+  args.q_norm = q_norm.defined() ? q_norm.data() : nullptr;
+  args.k_norm = k_norm.defined() ? k_norm.data() : nullptr;
   args.positions = positions.data_as<int32_t>();
   args.cos_sin = cos_sin.data_as<float>();
   args.max_positions = cos_sin.size(0);

@@ -79,6 +79,7 @@ class CudaBackend final : public Backend {
                     Tensor pending) override;
   void fold_pending(Tensor residual, Tensor pending) override;
   void silu_linear_add(const Tensor& gate_up, const Tensor& weight, Tensor residual) override;
+  void add_bias(Tensor x, const Tensor& bias) override;
   void all_reduce_sum(Tensor x) override;
   void all_gather_columns(const Tensor& x, Tensor out) override;
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor out) override;

@@ -72,8 +72,9 @@ void paged_attention(const PagedAttentionArgs& args, cudaStream_t stream) {
                 fused.num_heads == args.num_heads && fused.num_kv_heads == args.num_kv_heads &&
                 fused.head_dim == args.head_dim && fused.k_cache == args.k_cache &&
                 fused.v_cache == args.v_cache);
-    NVLLM_CHECK(fused.q_norm != nullptr && fused.k_norm != nullptr && fused.positions != nullptr &&
-                fused.cos_sin != nullptr && fused.slot_mapping != nullptr);
+    NVLLM_CHECK((fused.q_norm != nullptr) == (fused.k_norm != nullptr) &&
+                fused.positions != nullptr && fused.cos_sin != nullptr &&
+                fused.slot_mapping != nullptr);
   }
   if (args.dtype == DType::kF32) {
     attention::launch_attention_f32(args, stream);

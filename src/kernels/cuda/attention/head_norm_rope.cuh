@@ -14,16 +14,19 @@ template <int kHeadDim>
 struct HeadNormRopeFactors {
   static constexpr int kPairs = kHeadDim / 64;
   float weight_first[kPairs], weight_second[kPairs], cos[kPairs], sin[kPairs];
+  bool normalize = true;  // false: a model without q/k norm, rotary only
 
-  // weight [kHeadDim]; cos_sin: the position's row of the rotary table, cos half then sin half.
+  // weight [kHeadDim] or null (no norm); cos_sin: the position's row of the rotary table, cos
+  // half then sin half.
   template <typename T>
   __device__ __forceinline__ void load(const T* weight, const float* cos_sin, int lane) {
     constexpr int kHalf = kHeadDim / 2;
+    normalize = weight != nullptr;
 #pragma unroll
     for (int p = 0; p < kPairs; ++p) {
       const int i = lane + 32 * p;
-      weight_first[p] = to_float(weight[i]);
-      weight_second[p] = to_float(weight[i + kHalf]);
+      weight_first[p] = normalize ? to_float(weight[i]) : 1.0f;
+      weight_second[p] = normalize ? to_float(weight[i + kHalf]) : 1.0f;
       cos[p] = cos_sin[i];
       sin[p] = cos_sin[i + kHalf];
     }
@@ -31,8 +34,8 @@ struct HeadNormRopeFactors {
 };
 
 // Lane `lane`'s rotation pairs (i, i + kHeadDim / 2), i = lane + 32 p, of a raw q or k head
-// after qk_norm_rope()'s per-head RMSNorm and rotary, rounded exactly as it does. Called by
-// whole warps.
+// after qk_norm_rope()'s per-head RMSNorm (where the factors have a weight) and rotary, rounded
+// exactly as it does. Called by whole warps.
 template <typename T, int kHeadDim>
 __device__ __forceinline__ void normalize_rotate_head(const T* head,
                                                       const HeadNormRopeFactors<kHeadDim>& factors,
@@ -48,6 +51,13 @@ __device__ __forceinline__ void normalize_rotate_head(const T* head,
     a[p] = to_float(head[lane + 32 * p]);
     b[p] = to_float(head[lane + 32 * p + kHalf]);
     sum_squares = add_pair_squares(sum_squares, a[p], b[p]);  // qk_norm_rope's order
+  }
+  if (!factors.normalize) {  // uniform over the warp
+#pragma unroll
+    for (int p = 0; p < kPairs; ++p) {
+      rotate_pair<T>(a[p], b[p], factors.cos[p], factors.sin[p], valid, first[p], second[p]);
+    }
+    return;
   }
   const float inv_rms = inverse_rms(warp_sum(sum_squares), kHeadDim, eps);
 #pragma unroll

@@ -25,6 +25,21 @@ __device__ __forceinline__ float silu_times(float gate, float up) {
   return round_to<T>(__fdividef(gate, 1.0f + __expf(-gate))) * up;
 }
 
+// One rotation pair (a, b) = (x[i], x[i + head_dim / 2]) of a q or k head, rotated in fp32 with
+// the fp32 table (cos c, sin s) and rounded once: models without a q/k norm (Llama, Qwen2).
+// A position outside the table (`valid` false) gives zeros.
+template <typename T>
+__device__ __forceinline__ void rotate_pair(float a, float b, float c, float s, bool valid,
+                                            T& first, T& second) {
+  if (!valid) {
+    first = second = from_float<T>(0.0f);
+    return;
+  }
+  // Spelled out, so that no kernel's compiler contracts it into other fused multiply-adds.
+  first = from_float<T>(fmaf(a, c, -__fmul_rn(b, s)));
+  second = from_float<T>(fmaf(b, c, __fmul_rn(a, s)));
+}
+
 // One rotation pair (a, b) = (x[i], x[i + head_dim / 2]) of a q or k head whose inverse RMS is
 // inv_rms: HF's q_norm / k_norm output is rounded to dtype (weight * normed.to(dtype)); the
 // rotation is then done in fp32 with the fp32 table (cos c, sin s) and rounded once. A
@@ -33,15 +48,8 @@ template <typename T>
 __device__ __forceinline__ void normalize_rotate_pair(float a, float b, float inv_rms,
                                                       float weight_a, float weight_b, float c,
                                                       float s, bool valid, T& first, T& second) {
-  if (!valid) {
-    first = second = from_float<T>(0.0f);
-    return;
-  }
-  const float na = round_to<T>(rms_normalize<T>(a, inv_rms, weight_a));
-  const float nb = round_to<T>(rms_normalize<T>(b, inv_rms, weight_b));
-  // Spelled out, so that no kernel's compiler contracts it into other fused multiply-adds.
-  first = from_float<T>(fmaf(na, c, -__fmul_rn(nb, s)));
-  second = from_float<T>(fmaf(nb, c, __fmul_rn(na, s)));
+  rotate_pair<T>(round_to<T>(rms_normalize<T>(a, inv_rms, weight_a)),
+                 round_to<T>(rms_normalize<T>(b, inv_rms, weight_b)), c, s, valid, first, second);
 }
 
 // sum + a^2 + b^2 over a rotation pair, contracted the same way in every kernel.

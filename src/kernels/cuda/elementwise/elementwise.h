@@ -31,7 +31,7 @@ struct QkNormRopeArgs {
   int num_heads = 0;
   int num_kv_heads = 0;
   int head_dim = 0;                    // even
-  const void* q_norm = nullptr;        // [head_dim]
+  const void* q_norm = nullptr;        // [head_dim]; both null: no norm, rotary only
   const void* k_norm = nullptr;        // [head_dim]
   const int32_t* positions = nullptr;  // [tokens]
   const float* cos_sin = nullptr;      // f32 [max_positions, head_dim]: cos half, then sin half
@@ -45,8 +45,8 @@ struct QkNormRopeArgs {
   void* v_cache = nullptr;  // same layout
 };
 
-// Per token, per q and k head: RMSNorm over head_dim with q_norm / k_norm, then neox rotary
-// embedding at the token's position, in place; then, when args.k_cache is set, the k and v
+// Per token, per q and k head: RMSNorm over head_dim with q_norm / k_norm (where set), then neox
+// rotary embedding at the token's position, in place; then, when args.k_cache is set, the k and v
 // heads go to the cache. A position outside [0, max_positions) writes zeros to that token's q
 // and k heads (the engine never passes one).
 void qk_norm_rope(const QkNormRopeArgs& args, cudaStream_t stream);
@@ -68,6 +68,11 @@ struct StoreKvArgs {
 // Copies the k and v heads of each token to its cache slot. Slot -1 is skipped, and so is any
 // slot outside [0, num_slots) (the engine never passes one).
 void store_kv(const StoreKvArgs& args, cudaStream_t stream);
+
+// out = round(out + x) per row; x [rows, width] with row stride x_stride, which may be 0 (one
+// row for all: a bias), out [rows, width].
+void add_rows(DType dtype, const void* x, int64_t x_stride, int64_t rows, int64_t width, void* out,
+              int64_t out_stride, cudaStream_t stream);
 
 // out = round(silu(gate)) * up, gate_up = [gate | up]. gate_up [rows, 2 width]; out [rows, width].
 void silu_mul(DType dtype, const void* gate_up, int64_t gate_up_stride, int64_t rows, int64_t width,

@@ -63,8 +63,25 @@ __global__ void qk_norm_rope_kernel(const QkNormRopeArgs args) {
   constexpr int kLineFloats = 128 / sizeof(float);
   constexpr int kLineElems = 128 / sizeof(T);
   for (int i = lane * kLineFloats; i < head_dim; i += 32 * kLineFloats) prefetch_l1(cos + i);
-  for (int i = lane * kLineElems; i < head_dim; i += 32 * kLineElems) prefetch_l1(weight + i);
+  if (weight != nullptr) {
+    for (int i = lane * kLineElems; i < head_dim; i += 32 * kLineElems) prefetch_l1(weight + i);
+  }
   wait_for_prior_kernels();
+
+  if (weight == nullptr) {  // no q/k norm: rotary only
+    for (int i = lane; i < half; i += 32) {
+      T first, second;
+      rotate_pair<T>(to_float(head[i]), to_float(head[i + half]), cos[i], sin[i], valid, first,
+                     second);
+      head[i] = first;
+      head[i + half] = second;
+      if (cached != nullptr) {
+        cached[i] = first;
+        cached[i + half] = second;
+      }
+    }
+    return;
+  }
 
   float sum_squares = 0.0f;
   for (int i = lane; i < half; i += 32) {

@@ -1,5 +1,6 @@
-// Qwen3 (Qwen3ForCausalLM): its config reader (qwen3_config.cpp), its weights
-// (qwen3_weights.h) and its forward pass, straight-line code over the Backend ops.
+// The dense decoder-only transformer of Qwen3, Qwen2 and Llama (their folders hold what tells
+// them apart: the config reader and the architecture's registry entry): its weights
+// (decoder_weights.h) and its forward pass, straight-line code over the Backend ops.
 #pragma once
 
 #include <memory>
@@ -7,18 +8,18 @@
 
 #include "kernels/backend.h"
 #include "model/causal_lm.h"
+#include "model/decoder/decoder_weights.h"
 #include "model/model_registry.h"
-#include "model/qwen3/qwen3_weights.h"
 
 namespace nanovllm {
 
-class Qwen3Model final : public CausalLM {
+class DecoderModel final : public CausalLM {
  public:
   // Rank tp.rank of a tensor-parallel group (the backend's). Checks every weight's shape
   // against the config. Intermediate tensors are dumped when NANOVLLM_DUMP_DIR is set (see
   // tensor_dump.h and qwen3_model.cpp for the names).
-  Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend& backend,
-             TensorParallel tp = {});
+  DecoderModel(const ModelConfig& config, DecoderWeights weights, Backend& backend,
+               TensorParallel tp = {});
 
   const ModelConfig& config() const override { return config_; }
   AttentionDims attention_dims() const override;
@@ -40,20 +41,17 @@ class Qwen3Model final : public CausalLM {
               const Activations& a);
 
   ModelConfig config_;
-  Qwen3Shard shard_;
-  Qwen3Weights weights_;
+  DecoderShard shard_;
+  DecoderWeights weights_;
   Backend& backend_;
   OneRowKernels one_row_;  // what the backend's one-row kernels serve at this model's widths
   // Activations, grown on demand; the cos/sin table for rotary embedding.
   std::shared_ptr<Workspace> workspace_;
 };
 
-ModelConfig read_qwen3_config(const ConfigFields& fields);
-void check_qwen3_split(const ModelConfig& config, int ranks);
-std::unique_ptr<CausalLM> load_qwen3(const ModelConfig& config, const WeightSource& weights,
-                                     Backend& backend, TensorParallel tp);
-
-inline constexpr ModelArchitecture kQwen3Architecture = {
-    "Qwen3ForCausalLM", "qwen3", &read_qwen3_config, &check_qwen3_split, &load_qwen3};
+// The ModelArchitecture hooks every family of the decoder shares.
+void check_decoder_split(const ModelConfig& config, int ranks);
+std::unique_ptr<CausalLM> load_decoder(const ModelConfig& config, const WeightSource& weights,
+                                       Backend& backend, TensorParallel tp);
 
 }  // namespace nanovllm

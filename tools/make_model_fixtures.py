@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Tiny Qwen3 checkpoints with random weights and golden outputs computed by transformers in fp32.
+"""Tiny checkpoints of every served architecture (Qwen3, Qwen2, Llama) with random weights and
+golden outputs computed by transformers in fp32.
 
 Run where torch and transformers are installed:
-    python3 tools/make_qwen3_fixtures.py --out tests/data/models
+    python3 tools/make_model_fixtures.py --out tests/data/models [--only NAME ...]
 
 Each model directory gets config.json, generation_config.json, safetensors weights and golden.json:
 for every prompt (token ids) the top-k logits at every prompt position and a greedy continuation
@@ -17,13 +18,22 @@ import random
 
 import torch
 import transformers
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from transformers import (LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM,
+                          Qwen3Config, Qwen3ForCausalLM)
 
 TOP_K = 8
 NEW_TOKENS = 24
 # Lengths around the block sizes the engine supports (16..256): shorter than a block, exactly a
 # block, one past a block, and longer than a 256-token block.
 PROMPT_LENGTHS = [1, 7, 16, 17, 100, 257, 520]
+
+FAMILIES = {
+    "qwen3": (Qwen3Config, Qwen3ForCausalLM,
+              dict(attention_bias=False, use_sliding_window=False)),
+    # q/k/v biases, no q/k norm; head_dim is hidden / heads.
+    "qwen2": (Qwen2Config, Qwen2ForCausalLM, dict(use_sliding_window=False)),
+    "llama": (LlamaConfig, LlamaForCausalLM, dict(attention_bias=False, mlp_bias=False)),
+}
 
 MODELS = {
     # Real Qwen3 vocabulary, so the checkpoint runs with the real tokenizer (README demo).
@@ -43,27 +53,61 @@ MODELS = {
                     tie_word_embeddings=False, bos_token_id=1, eos_token_id=2),
         generation_eos=[2, 3], dtype=torch.float16, old_style_config=False,
         shard_size="600KB", seed=2),
+    # Qwen2.5's shape in small: biases on q/k/v (perturbed away from zero, so a loader that
+    # skips them cannot pass), GQA group 2, head_dim 64, untied, bf16.
+    "qwen2-tiny": dict(
+        family="qwen2",
+        config=dict(vocab_size=1024, hidden_size=256, intermediate_size=320, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False,
+                    bos_token_id=1, eos_token_id=2),
+        generation_eos=[2], dtype=torch.bfloat16, old_style_config=True, shard_size=None,
+        seed=3, rope_theta=1000000.0),
+    # Llama 3.2's shape in small: tied embeddings, llama3 rotary scaling with a short original
+    # context, so the table's frequencies fall in all three bands (kept, blended, divided).
+    "llama-tiny": dict(
+        family="llama",
+        config=dict(vocab_size=1024, hidden_size=256, intermediate_size=384, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=1, head_dim=64,
+                    tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, rms_norm_eps=1e-5),
+        generation_eos=[2], dtype=torch.bfloat16, old_style_config=False, shard_size=None,
+        seed=4, rope_theta=500000.0,
+        rope_scaling=dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                          original_max_position_embeddings=256)),
 }
 
 
+def family_of(spec):
+    return FAMILIES[spec.get("family", "qwen3")]
+
+
 def make_config(spec):
+    config_class, _, family_options = family_of(spec)
     common = dict(max_position_embeddings=4096, rms_norm_eps=1e-6, initializer_range=0.1,
-                  hidden_act="silu", attention_bias=False, use_sliding_window=False)
-    config = Qwen3Config(**common, **spec["config"])
-    # transformers 5 keeps theta in rope_parameters; older versions take rope_theta.
+                  hidden_act="silu")
+    config = config_class(**{**common, **family_options, **spec["config"]})
+    theta = spec.get("rope_theta", 1000000.0)
+    scaling = spec.get("rope_scaling")
+    rope = {"rope_type": "llama3", "rope_theta": theta, **scaling} if scaling else \
+        {"rope_type": "default", "rope_theta": theta}
+    # transformers 5 keeps theta (and scaling) in rope_parameters; older versions take
+    # rope_theta and rope_scaling.
     if getattr(config, "rope_parameters", None) is not None:
-        config.rope_parameters = {"rope_type": "default", "rope_theta": 1000000.0}
+        config.rope_parameters = rope
     else:
-        config.rope_theta = 1000000.0
+        config.rope_theta = theta
+        if scaling:
+            config.rope_scaling = {"rope_type": "llama3", **scaling}
     return config
 
 
 def perturb_norms(model, generator):
-    # Norm weights away from 1, so a loader that skips them cannot pass.
+    # Norm weights away from 1 and biases away from 0, so a loader that skips them cannot pass.
     with torch.no_grad():
         for name, param in model.named_parameters():
             if name.endswith("norm.weight"):
                 param.copy_(1.0 + 0.5 * torch.randn(param.shape, generator=generator))
+            elif name.endswith(".bias"):
+                param.copy_(0.5 * torch.randn(param.shape, generator=generator))
 
 
 def top_k(logits):
@@ -125,7 +169,8 @@ def make_model(name, spec, out_dir):
     torch.manual_seed(spec["seed"])
     generator = torch.Generator().manual_seed(spec["seed"])
     config = make_config(spec)
-    model = use_eager_attention(Qwen3ForCausalLM(config).eval())
+    model_class = family_of(spec)[1]
+    model = use_eager_attention(model_class(config).eval())
     perturb_norms(model, generator)
     # Round the weights to the storage dtype, then compute the goldens in fp32 from exactly those.
     # Parameters only: the rotary inv_freq buffer stays fp32, as it is when a checkpoint loads.
@@ -135,7 +180,7 @@ def make_model(name, spec, out_dir):
 
     model_dir = os.path.join(out_dir, name)
     os.makedirs(model_dir, exist_ok=True)
-    stored = Qwen3ForCausalLM(config).eval()
+    stored = model_class(config).eval()
     stored.load_state_dict(model.state_dict())
     stored = stored.to(spec["dtype"])
     kwargs = {"max_shard_size": spec["shard_size"]} if spec["shard_size"] else {}
@@ -166,10 +211,13 @@ def make_model(name, spec, out_dir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--only", nargs="*", choices=sorted(MODELS),
+                        help="make these fixtures only (default: all)")
     args = parser.parse_args()
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     for name, spec in MODELS.items():
-        make_model(name, spec, args.out)
+        if not args.only or name in args.only:
+            make_model(name, spec, args.out)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-#include "model/qwen3/qwen3_weights.h"
+#include "model/decoder/decoder_weights.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@ namespace {
 
 class Allocator {
  public:
-  Allocator(Backend& backend, Qwen3Weights& weights)
+  Allocator(Backend& backend, DecoderWeights& weights)
       : backend_(backend), weights_(weights), dtype_(backend.compute_dtype()) {}
 
   Tensor make(std::initializer_list<int64_t> shape) {
@@ -22,13 +22,13 @@ class Allocator {
 
  private:
   Backend& backend_;
-  Qwen3Weights& weights_;
+  DecoderWeights& weights_;
   DType dtype_;
 };
 
 }  // namespace
 
-Qwen3Shard Qwen3Shard::of(const ModelConfig& config, TensorParallel tp) {
+DecoderShard DecoderShard::of(const ModelConfig& config, TensorParallel tp) {
   NVLLM_CHECK_MSG(tp.size >= 1 && tp.rank >= 0 && tp.rank < tp.size, "rank {} of {} ranks", tp.rank,
                   tp.size);
   const auto refuse = [&](const std::string& what) {
@@ -51,7 +51,7 @@ Qwen3Shard Qwen3Shard::of(const ModelConfig& config, TensorParallel tp) {
     refuse(fmt::format("the vocabulary of {} does not split over {} ranks", config.vocab_size,
                        tp.size));
   }
-  Qwen3Shard shard;
+  DecoderShard shard;
   shard.tp = tp;
   shard.heads = heads / tp.size;
   if (kv_heads >= tp.size) {
@@ -67,8 +67,8 @@ Qwen3Shard Qwen3Shard::of(const ModelConfig& config, TensorParallel tp) {
   return shard;
 }
 
-Qwen3Weights allocate_qwen3_weights(const ModelConfig& config, const Qwen3Shard& shard,
-                                    Backend& backend) {
+DecoderWeights allocate_decoder_weights(const ModelConfig& config, const DecoderShard& shard,
+                                        Backend& backend) {
   NVLLM_CHECK_MSG(is_floating(backend.compute_dtype()), "weights cannot be kept in {}",
                   dtype_name(backend.compute_dtype()));
   const int64_t hidden = config.hidden_size;
@@ -76,16 +76,19 @@ Qwen3Weights allocate_qwen3_weights(const ModelConfig& config, const Qwen3Shard&
   const int64_t kv_rows = int64_t{shard.kv_heads} * config.head_dim;
   const int64_t intermediate = shard.intermediate;
 
-  Qwen3Weights weights;
-  weights.storage.reserve(3 + 8 * static_cast<size_t>(config.num_hidden_layers));
+  DecoderWeights weights;
+  weights.storage.reserve(3 + 9 * static_cast<size_t>(config.num_hidden_layers));
   Allocator allocate(backend, weights);
   weights.embed_tokens = allocate.make({shard.vocab, hidden});
   weights.layers.resize(config.num_hidden_layers);
-  for (Qwen3LayerWeights& layer : weights.layers) {
+  for (DecoderLayerWeights& layer : weights.layers) {
     layer.input_layernorm = allocate.make({hidden});
     layer.qkv_proj = allocate.make({q_rows + 2 * kv_rows, hidden});
-    layer.q_norm = allocate.make({config.head_dim});
-    layer.k_norm = allocate.make({config.head_dim});
+    if (config.qkv_bias) layer.qkv_bias = allocate.make({q_rows + 2 * kv_rows});
+    if (config.qk_norm) {
+      layer.q_norm = allocate.make({config.head_dim});
+      layer.k_norm = allocate.make({config.head_dim});
+    }
     layer.o_proj = allocate.make({hidden, q_rows});
     layer.post_attention_layernorm = allocate.make({hidden});
     layer.gate_up_proj = allocate.make({2 * intermediate, hidden});
@@ -97,8 +100,8 @@ Qwen3Weights allocate_qwen3_weights(const ModelConfig& config, const Qwen3Shard&
   return weights;
 }
 
-WeightLayout qwen3_weight_layout(const ModelConfig& config, const Qwen3Shard& shard,
-                                 const Qwen3Weights& weights) {
+WeightLayout decoder_weight_layout(const ModelConfig& config, const DecoderShard& shard,
+                                   const DecoderWeights& weights) {
   const int64_t head_dim = config.head_dim;
   const int64_t hidden = config.hidden_size;
   const int64_t q_rows = int64_t{shard.heads} * head_dim;
@@ -111,8 +114,9 @@ WeightLayout qwen3_weight_layout(const ModelConfig& config, const Qwen3Shard& sh
   const auto columns = [](int64_t start, int64_t length) { return WeightShard{1, start, length}; };
 
   WeightLayout layout;
-  layout.summary = fmt::format("{} layers, tie_word_embeddings={}", config.num_hidden_layers,
-                               config.tie_word_embeddings);
+  layout.summary = fmt::format("{} layers, tie_word_embeddings={}, qk_norm={}, qkv_bias={}",
+                               config.num_hidden_layers, config.tie_word_embeddings, config.qk_norm,
+                               config.qkv_bias);
   std::vector<WeightSlot>& slots = layout.slots;
   auto add = [&](std::string name, Tensor destination, std::vector<int64_t> shape, WeightShard part,
                  bool is_norm_gain = false) {
@@ -126,7 +130,7 @@ WeightLayout qwen3_weight_layout(const ModelConfig& config, const Qwen3Shard& sh
   add("model.embed_tokens.weight", weights.embed_tokens, {vocab, hidden},
       rows(shard.first_id, shard.vocab));
   for (int i = 0; i < config.num_hidden_layers; ++i) {
-    const Qwen3LayerWeights& layer = weights.layers[i];
+    const DecoderLayerWeights& layer = weights.layers[i];
     const std::string prefix = fmt::format("model.layers.{}.", i);
     const WeightShard kv_part = rows(shard.first_kv_head * head_dim, kv_rows);
     add(prefix + "input_layernorm.weight", layer.input_layernorm, {hidden}, whole, true);
@@ -137,8 +141,19 @@ WeightLayout qwen3_weight_layout(const ModelConfig& config, const Qwen3Shard& sh
     add(prefix + "self_attn.v_proj.weight",
         layer.qkv_proj.slice_rows(q_rows + kv_rows, q_rows + 2 * kv_rows), {all_kv_rows, hidden},
         kv_part);
-    add(prefix + "self_attn.q_norm.weight", layer.q_norm, {head_dim}, whole, true);
-    add(prefix + "self_attn.k_norm.weight", layer.k_norm, {head_dim}, whole, true);
+    if (config.qkv_bias) {
+      add(prefix + "self_attn.q_proj.bias", layer.qkv_bias.slice_rows(0, q_rows), {all_q_rows},
+          rows(rank * q_rows, q_rows));
+      add(prefix + "self_attn.k_proj.bias", layer.qkv_bias.slice_rows(q_rows, q_rows + kv_rows),
+          {all_kv_rows}, kv_part);
+      add(prefix + "self_attn.v_proj.bias",
+          layer.qkv_bias.slice_rows(q_rows + kv_rows, q_rows + 2 * kv_rows), {all_kv_rows},
+          kv_part);
+    }
+    if (config.qk_norm) {
+      add(prefix + "self_attn.q_norm.weight", layer.q_norm, {head_dim}, whole, true);
+      add(prefix + "self_attn.k_norm.weight", layer.k_norm, {head_dim}, whole, true);
+    }
     add(prefix + "self_attn.o_proj.weight", layer.o_proj, {hidden, all_q_rows},
         columns(rank * q_rows, q_rows));
     add(prefix + "post_attention_layernorm.weight", layer.post_attention_layernorm, {hidden}, whole,
@@ -161,18 +176,19 @@ WeightLayout qwen3_weight_layout(const ModelConfig& config, const Qwen3Shard& sh
   return layout;
 }
 
-Qwen3Weights load_qwen3_weights(const ModelConfig& config, const WeightSource& source,
-                                Backend& backend, TensorParallel tp) {
-  const Qwen3Shard shard = Qwen3Shard::of(config, tp);
-  Qwen3Weights weights = allocate_qwen3_weights(config, shard, backend);
-  source.fill(qwen3_weight_layout(config, shard, weights), backend);
+DecoderWeights load_decoder_weights(const ModelConfig& config, const WeightSource& source,
+                                    Backend& backend, TensorParallel tp) {
+  const DecoderShard shard = DecoderShard::of(config, tp);
+  DecoderWeights weights = allocate_decoder_weights(config, shard, backend);
+  source.fill(decoder_weight_layout(config, shard, weights), backend);
   return weights;
 }
 
-Qwen3Weights load_qwen3_weights(const std::filesystem::path& model_dir, const ModelConfig& config,
-                                Backend& backend, LoadFormat format, TensorParallel tp) {
+DecoderWeights load_decoder_weights(const std::filesystem::path& model_dir,
+                                    const ModelConfig& config, Backend& backend, LoadFormat format,
+                                    TensorParallel tp) {
   const WeightSource source = WeightSource::open(model_dir, format);
-  return load_qwen3_weights(config, source, backend, tp);
+  return load_decoder_weights(config, source, backend, tp);
 }
 
 }  // namespace nanovllm

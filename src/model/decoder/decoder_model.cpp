@@ -1,7 +1,9 @@
-// Qwen3 as Hugging Face transformers (and nano-vllm) compute it, over the Backend ops:
-//   h = embed(ids); per layer: pre-norm attention (q/k RMSNorm, RoPE, paged causal attention)
-//   and a SwiGLU MLP, each added into the residual stream; final norm; LM head on the rows
-//   whose logits are wanted. The residual add is fused into the following RMSNorm.
+// Qwen3, Qwen2 and Llama as Hugging Face transformers (and nano-vllm, for Qwen3) compute them,
+// over the Backend ops:
+//   h = embed(ids); per layer: pre-norm attention (q/k/v biases for Qwen2, q/k RMSNorm for
+//   Qwen3, RoPE, paged causal attention) and a SwiGLU MLP, each added into the residual stream;
+//   final norm; LM head on the rows whose logits are wanted. The residual add is fused into the
+//   following RMSNorm.
 //
 // A decode step of one sequence runs through the backend's one-row kernels where it has them
 // (Backend::one_row_kernels): each norm rides in the linear after it and each residual add (and
@@ -9,19 +11,19 @@
 // The values are the same save for the order of the norms' sums. forward() picks the path.
 //
 // Over a tensor-parallel group each rank holds its share of the heads, of the MLP's columns and
-// of the vocabulary (qwen3_weights.h): the embedding lookup, o_proj and down_proj give partial
+// of the vocabulary (decoder_weights.h): the embedding lookup, o_proj and down_proj give partial
 // sums that an all-reduce completes, and the LM head's columns are gathered, so every rank has
 // all the logits and samples the same tokens.
 //
 // Dumped names (NANOVLLM_DUMP_DIR), with T tokens, H hidden, B logit rows:
 //   input_ids, positions [T] (int32); embed [T, H]
 //   layer{i}.input_norm [T, H]; layer{i}.qkv [T, (heads + 2 kv_heads) * head_dim] (projection);
-//   layer{i}.qk_rope (same, after q/k norm and rotary); layer{i}.attn [T, heads * head_dim];
-//   layer{i}.attn_out [T, H] (o_proj); layer{i}.post_attention_norm [T, H];
+//   (with its bias); layer{i}.qk_rope (same, after any q/k norm and rotary); layer{i}.attn [T,
+//   heads * head_dim]; layer{i}.attn_out [T, H] (o_proj); layer{i}.post_attention_norm [T, H];
 //   layer{i}.gate_up [T, 2 I]; layer{i}.mlp_act [T, I]; layer{i}.mlp_out [T, H] (down_proj);
 //   layer{i}.output [T, H]: the residual stream after layer i (HF's hidden_states[i + 1]);
 //   final_norm [T, H]; last_hidden [B, H]; logits [B, vocab].
-#include "model/qwen3/qwen3_model.h"
+#include "model/decoder/decoder_model.h"
 
 #include <fmt/ranges.h>
 
@@ -32,7 +34,7 @@
 
 namespace nanovllm {
 
-struct Qwen3Model::Workspace {
+struct DecoderModel::Workspace {
   explicit Workspace(Backend& backend) : dumper(backend) {}
 
   OwnedTensor cos_sin;  // [max_position_embeddings, head_dim]
@@ -52,7 +54,7 @@ struct Qwen3Model::Workspace {
 };
 
 // One forward's views of the workspace.
-struct Qwen3Model::Activations {
+struct DecoderModel::Activations {
   int64_t tokens = 0;   // T
   int64_t rows = 0;     // B
   Tensor residual;      // [T, H]
@@ -88,10 +90,10 @@ void reserve_buffer(Buffer& buffer, size_t bytes, Device device) {
 
 }  // namespace
 
-Qwen3Model::Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend& backend,
-                       TensorParallel tp)
+DecoderModel::DecoderModel(const ModelConfig& config, DecoderWeights weights, Backend& backend,
+                           TensorParallel tp)
     : config_(config),
-      shard_(Qwen3Shard::of(config, tp)),
+      shard_(DecoderShard::of(config, tp)),
       weights_(std::move(weights)),
       backend_(backend) {
   const ModelConfig& c = config_;
@@ -109,14 +111,23 @@ Qwen3Model::Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend&
   check_weight(weights_.lm_head, "lm_head", dtype, device, {shard_.vocab, hidden});
   NVLLM_CHECK_EQ(weights_.layers.size(), static_cast<size_t>(c.num_hidden_layers));
   for (int i = 0; i < c.num_hidden_layers; ++i) {
-    const Qwen3LayerWeights& w = weights_.layers[i];
+    const DecoderLayerWeights& w = weights_.layers[i];
     auto check = [&](const Tensor& t, std::string_view name, std::initializer_list<int64_t> shape) {
       check_weight(t, fmt::format("layers.{}.{}", i, name), dtype, device, shape);
     };
     check(w.input_layernorm, "input_layernorm", {hidden});
     check(w.qkv_proj, "qkv_proj", {dims.qkv_size(), hidden});
-    check(w.q_norm, "q_norm", {dims.head_dim});
-    check(w.k_norm, "k_norm", {dims.head_dim});
+    if (c.qk_norm) {
+      check(w.q_norm, "q_norm", {dims.head_dim});
+      check(w.k_norm, "k_norm", {dims.head_dim});
+    }
+    NVLLM_CHECK_MSG(w.q_norm.defined() == c.qk_norm && w.k_norm.defined() == c.qk_norm,
+                    "layers.{}: q/k norm weights {} for a model {} q/k norm", i,
+                    w.q_norm.defined() ? "given" : "missing", c.qk_norm ? "with" : "without");
+    if (c.qkv_bias) check(w.qkv_bias, "qkv_bias", {dims.qkv_size()});
+    NVLLM_CHECK_MSG(w.qkv_bias.defined() == c.qkv_bias,
+                    "layers.{}: qkv bias {} for a model {} biases", i,
+                    w.qkv_bias.defined() ? "given" : "missing", c.qkv_bias ? "with" : "without");
     check(w.o_proj, "o_proj", {hidden, dims.q_size()});
     check(w.post_attention_layernorm, "post_attention_layernorm", {hidden});
     check(w.gate_up_proj, "gate_up_proj", {2 * int64_t{shard_.intermediate}, hidden});
@@ -125,7 +136,7 @@ Qwen3Model::Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend&
 
   workspace_ = std::make_shared<Workspace>(backend);
   const std::vector<float> table =
-      rotary_cos_sin_table(c.max_position_embeddings, dims.head_dim, c.rope_theta);
+      rotary_cos_sin_table(c.max_position_embeddings, dims.head_dim, c.rope_theta, c.rope_scaling);
   workspace_->cos_sin =
       OwnedTensor(DType::kF32, {c.max_position_embeddings, dims.head_dim}, device);
   backend.upload(workspace_->cos_sin.tensor, table.data());
@@ -139,15 +150,15 @@ Qwen3Model::Qwen3Model(const ModelConfig& config, Qwen3Weights weights, Backend&
   }
 }
 
-AttentionDims Qwen3Model::attention_dims() const {
+AttentionDims DecoderModel::attention_dims() const {
   return {shard_.heads, shard_.kv_heads, config_.head_dim};
 }
 
-bool Qwen3Model::dumps_tensors() const {
+bool DecoderModel::dumps_tensors() const {
   return workspace_->dumper.enabled();
 }
 
-void Qwen3Model::reserve(int64_t tokens, int64_t logit_rows) {
+void DecoderModel::reserve(int64_t tokens, int64_t logit_rows) {
   const ModelConfig& c = config_;
   const AttentionDims dims = attention_dims();
   const int64_t hidden = c.hidden_size;
@@ -174,7 +185,7 @@ void Qwen3Model::reserve(int64_t tokens, int64_t logit_rows) {
   }
 }
 
-Tensor Qwen3Model::forward(const ForwardBatch& batch, const std::vector<LayerKVCache>& kv_cache) {
+Tensor DecoderModel::forward(const ForwardBatch& batch, const std::vector<LayerKVCache>& kv_cache) {
   const ModelConfig& c = config_;
   NVLLM_CHECK_EQ(kv_cache.size(), static_cast<size_t>(c.num_hidden_layers));
   NVLLM_CHECK_EQ(batch.input_ids.ndim(), 1);
@@ -218,9 +229,9 @@ Tensor Qwen3Model::forward(const ForwardBatch& batch, const std::vector<LayerKVC
   return forward_rows(batch, kv_cache, a);
 }
 
-void Qwen3Model::attend(int layer, const ForwardBatch& batch, const LayerKVCache& cache,
-                        const Activations& a) {
-  const Qwen3LayerWeights& w = weights_.layers[layer];
+void DecoderModel::attend(int layer, const ForwardBatch& batch, const LayerKVCache& cache,
+                          const Activations& a) {
+  const DecoderLayerWeights& w = weights_.layers[layer];
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const AttentionDims dims = attention_dims();
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dims.head_dim)));
@@ -238,16 +249,17 @@ void Qwen3Model::attend(int layer, const ForwardBatch& batch, const LayerKVCache
                                   cache, batch.attention, scale, a.attn);
 }
 
-Tensor Qwen3Model::forward_one_row(const ForwardBatch& batch,
-                                   const std::vector<LayerKVCache>& kv_cache,
-                                   const Activations& a) {
+Tensor DecoderModel::forward_one_row(const ForwardBatch& batch,
+                                     const std::vector<LayerKVCache>& kv_cache,
+                                     const Activations& a) {
   const float eps = static_cast<float>(config_.rms_norm_eps);
   // With the MLP in one kernel, its output stays pending until the next linear folds it into
   // the residual stream. Only the residual stream is kept between kernels.
   const Tensor pending = one_row_.mlp ? workspace_->pending.tensor : Tensor();  // [1, H] or none
   for (int i = 0; i < config_.num_hidden_layers; ++i) {
-    const Qwen3LayerWeights& w = weights_.layers[i];
+    const DecoderLayerWeights& w = weights_.layers[i];
     backend_.rms_norm_linear(a.residual, w.input_layernorm, eps, w.qkv_proj, a.qkv, pending);
+    if (w.qkv_bias.defined()) backend_.add_bias(a.qkv, w.qkv_bias);
     attend(i, batch, kv_cache[i], a);
     backend_.linear_add(a.attn, w.o_proj, a.residual, pending);
     if (one_row_.mlp) {
@@ -267,15 +279,15 @@ Tensor Qwen3Model::forward_one_row(const ForwardBatch& batch,
   return a.logits;
 }
 
-Tensor Qwen3Model::forward_rows(const ForwardBatch& batch,
-                                const std::vector<LayerKVCache>& kv_cache, const Activations& a) {
+Tensor DecoderModel::forward_rows(const ForwardBatch& batch,
+                                  const std::vector<LayerKVCache>& kv_cache, const Activations& a) {
   const float eps = static_cast<float>(config_.rms_norm_eps);
   TensorDumper& dumper = workspace_->dumper;
   auto dump_layer = [&](int layer, std::string_view what, const Tensor& t) {
     if (dumper.enabled()) dumper.dump(fmt::format("layer{}.{}", layer, what), t);
   };
   for (int i = 0; i < config_.num_hidden_layers; ++i) {
-    const Qwen3LayerWeights& w = weights_.layers[i];
+    const DecoderLayerWeights& w = weights_.layers[i];
     if (i == 0) {
       backend_.rms_norm(a.residual, w.input_layernorm, eps, a.h);  // h [T, H]
     } else {
@@ -285,6 +297,7 @@ Tensor Qwen3Model::forward_rows(const ForwardBatch& batch,
     dump_layer(i, "input_norm", a.h);
 
     backend_.linear(a.h, w.qkv_proj, a.qkv);  // [T, (nq + 2 nkv) D]
+    if (w.qkv_bias.defined()) backend_.add_bias(a.qkv, w.qkv_bias);
     dump_layer(i, "qkv", a.qkv);
     attend(i, batch, kv_cache[i], a);
     backend_.linear(a.attn, w.o_proj, a.h);  // [T, H]; over ranks, a partial sum
@@ -319,14 +332,14 @@ Tensor Qwen3Model::forward_rows(const ForwardBatch& batch,
   return a.logits;
 }
 
-void check_qwen3_split(const ModelConfig& config, int ranks) {
-  (void)Qwen3Shard::of(config, {0, ranks});
+void check_decoder_split(const ModelConfig& config, int ranks) {
+  (void)DecoderShard::of(config, {0, ranks});
 }
 
-std::unique_ptr<CausalLM> load_qwen3(const ModelConfig& config, const WeightSource& weights,
-                                     Backend& backend, TensorParallel tp) {
-  return std::make_unique<Qwen3Model>(config, load_qwen3_weights(config, weights, backend, tp),
-                                      backend, tp);
+std::unique_ptr<CausalLM> load_decoder(const ModelConfig& config, const WeightSource& weights,
+                                       Backend& backend, TensorParallel tp) {
+  return std::make_unique<DecoderModel>(config, load_decoder_weights(config, weights, backend, tp),
+                                        backend, tp);
 }
 
 }  // namespace nanovllm
