@@ -17,7 +17,7 @@ class DecoderModel final : public CausalLM {
  public:
   // Rank tp.rank of a tensor-parallel group (the backend's). Checks every weight's shape
   // against the config. Intermediate tensors are dumped when NANOVLLM_DUMP_DIR is set (see
-  // tensor_dump.h and qwen3_model.cpp for the names).
+  // tensor_dump.h and decoder_model.cpp for the names).
   DecoderModel(const ModelConfig& config, DecoderWeights weights, Backend& backend,
                TensorParallel tp = {});
 
