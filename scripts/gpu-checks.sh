@@ -7,7 +7,8 @@
 #   sections: ops golden sanitizer hf attention bench timeline serve peer (default: all, in
 #   that order), and, on a machine of several GPUs, tp (the goldens and hf_compare over 2 and 4
 #   ranks) and tp_bench (allreduce_bench, then TP_SHAPE, 8b by default, at TP_RANKS ranks,
-#   "1 2 4" by default, beside nano-vllm at PEER_TP, 2 by default)
+#   "1 2 4" by default, beside nano-vllm at PEER_TP, 2 by default); gemm (linear_bench: every
+#   linear of the 4B to 32B shapes against copy bandwidth and bf16 peak) runs when named
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG_DIR=${LOG_DIR:-/tmp/gpu-checks}
@@ -137,6 +138,10 @@ if has attention; then
   cat "$LOG_DIR/decode_ops_bench.log"
   check launch_chain_bench "$bin/launch_chain_bench"
   cat "$LOG_DIR/launch_chain_bench.log"
+fi
+if has gemm; then
+  check linear_bench "$bin/linear_bench"
+  cat "$LOG_DIR/linear_bench.log"
 fi
 if has bench; then
   check bench "$bin/nanovllm" bench --model "$model"

@@ -1,0 +1,147 @@
+// Every linear of the Qwen3-4B, -8B, -14B and -32B shapes as the engine runs it (CublasLtLinear,
+// which takes the GEMV up to 8 rows), in bf16 on one GPU:
+// - at decode sizes (1 to 256 rows), against the device-to-device copy bandwidth: the weight is
+//   read once, so time x bandwidth / weight bytes is the fraction of the floor reached. The
+//   calls cycle over enough copies of the weight that L2 cannot hold it;
+// - at prefill sizes (2,048 to 16,384 rows), against the dense bf16 peak measured in the same
+//   run (an 8192 x 8192 x 8192 product through the same path); not the LM head, which the
+//   engine runs on the sampled rows only, into f32 logits.
+// Each figure is one call in a graph of back-to-back calls, median of replays.
+//   usage: linear_bench [SHAPE...]   (4b 8b 14b 32b; default: all)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_bench_util.h"
+#include "kernels/cuda/linear/cublaslt_linear.h"
+#include "kernels/cuda/runtime/device_allocator.h"
+
+namespace nanovllm {
+namespace {
+
+using namespace bench;
+
+struct Shape {
+  const char* name;
+  int hidden, intermediate, heads, kv_heads;
+};
+
+constexpr Shape kShapes[] = {{"4b", 2560, 9728, 32, 8},
+                             {"8b", 4096, 12288, 32, 8},
+                             {"14b", 5120, 17408, 40, 8},
+                             {"32b", 5120, 25600, 64, 8}};
+constexpr int kHeadDimension = 128;
+constexpr int kVocabulary = 151936;
+constexpr int kDecodeRows[] = {1, 8, 32, 64, 128, 256};
+constexpr int kPrefillRows[] = {2048, 8192, 16384};
+
+struct Linear {
+  const char* name;
+  int n, k;             // weight [n, k]
+  bool logits = false;  // f32 out, on the sampled rows only (no prefill sizes)
+};
+
+std::vector<Linear> linears_of(const Shape& s) {
+  const int q = s.heads * kHeadDimension;
+  const int kv = s.kv_heads * kHeadDimension;
+  return {{"qkv_proj", q + 2 * kv, s.hidden},
+          {"o_proj", s.hidden, q},
+          {"gate_up_proj", 2 * s.intermediate, s.hidden},
+          {"down_proj", s.hidden, s.intermediate},
+          {"lm_head", kVocabulary, s.hidden, true}};
+}
+
+// Milliseconds of one out [m, n] = x [m, k] @ weight^T, over `copies` weights in turn.
+double time_linear(CublasLtLinear& linear, cudaStream_t stream, int64_t m, const Linear& l,
+                   const DeviceBuffer& weights, int copies, const DeviceBuffer& x,
+                   const DeviceBuffer& out) {
+  const size_t weight_bytes = size_t{2} * l.n * l.k;
+  const int calls = std::max(copies, 8);
+  const double ms = time_graph_ms(stream, [&] {
+    for (int c = 0; c < calls; ++c) {
+      cuda::LinearArgs args;
+      args.out_dtype = l.logits ? DType::kF32 : DType::kBF16;
+      args.x = x.get();
+      args.ldx = l.k;
+      args.weight = weights.get<char>() + (c % copies) * weight_bytes;
+      args.ldw = l.k;
+      args.out = out.get();
+      args.ldo = l.n;
+      args.m = m;
+      args.n = l.n;
+      args.k = l.k;
+      linear.run(args, stream);
+    }
+  });
+  return ms / calls;
+}
+
+int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::string> wanted) {
+  cuda::register_cuda_allocator();
+  CublasLtLinear linear;
+  std::mt19937 rng(1);
+  const double bandwidth = copy_bandwidth(stream);  // GB/s, read + write
+  // The peak: the largest square product, through the same path.
+  const Linear square{"square", 8192, 8192};
+  double peak_tflops = 0;
+  {
+    DeviceBuffer w(size_t{2} * 8192 * 8192), x(size_t{2} * 8192 * 8192),
+        out(size_t{2} * 8192 * 8192);
+    fill_random_bf16(w.get(), w.bytes(), rng);
+    fill_random_bf16(x.get(), x.bytes(), rng);
+    const double ms = time_linear(linear, stream, 8192, square, w, 1, x, out);
+    peak_tflops = 2.0 * 8192 * 8192 * 8192 / (ms * 1e-3) / 1e12;
+  }
+  std::printf("%s: copy %.0f GB/s (read + write), dense bf16 peak %.0f TFLOP/s (8192^3)\n",
+              properties.name, bandwidth, peak_tflops);
+  std::printf("%-5s %-13s %7s %7s %8s %10s %9s\n", "shape", "linear", "n", "k", "rows", "us",
+              "of floor");
+  for (const Shape& shape : kShapes) {
+    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), shape.name) == wanted.end()) {
+      continue;
+    }
+    for (const Linear& l : linears_of(shape)) {
+      const size_t weight_bytes = size_t{2} * l.n * l.k;
+      const int copies = static_cast<int>(
+          std::clamp<size_t>((kMinBytesPerRun + weight_bytes - 1) / weight_bytes, 1, 16));
+      DeviceBuffer weights(weight_bytes * copies);
+      fill_random_bf16(weights.get(), weights.bytes(), rng);
+      const int64_t max_rows = l.logits ? kDecodeRows[std::size(kDecodeRows) - 1]
+                                        : kPrefillRows[std::size(kPrefillRows) - 1];
+      DeviceBuffer x(size_t{2} * max_rows * l.k), out(size_t{4} * max_rows * l.n);
+      fill_random_bf16(x.get(), x.bytes(), rng);
+      for (int rows : kDecodeRows) {
+        const double us = 1e3 * time_linear(linear, stream, rows, l, weights, copies, x, out);
+        // The floor: the weight, x and out streamed once at the copy bandwidth (read + write).
+        const double bytes = weight_bytes + 2.0 * rows * l.k + (l.logits ? 4.0 : 2.0) * rows * l.n;
+        const double floor_us = bytes / (bandwidth * 1e9 / 2.0) * 1e6;
+        std::printf("%-5s %-13s %7d %7d %8d %10.2f %8.0f%%  (of copy)\n", shape.name, l.name, l.n,
+                    l.k, rows, us, 100.0 * floor_us / us);
+      }
+      for (int rows : kPrefillRows) {
+        if (l.logits) break;
+        const double us = 1e3 * time_linear(linear, stream, rows, l, weights, 1, x, out);
+        const double tflops = 2.0 * rows * l.n * l.k / (us * 1e-6) / 1e12;
+        std::printf("%-5s %-13s %7d %7d %8d %10.2f %8.0f%%  (of peak, %.0f TFLOP/s)\n", shape.name,
+                    l.name, l.n, l.k, rows, us, 100.0 * tflops / peak_tflops, tflops);
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace nanovllm
+
+int main(int argc, char** argv) {
+  std::vector<std::string> wanted(argv + 1, argv + argc);
+  return nanovllm::bench::bench_main("linear_bench",
+                                     [&](cudaStream_t stream, const cudaDeviceProp& properties) {
+                                       return nanovllm::run(stream, properties, wanted);
+                                     });
+}
