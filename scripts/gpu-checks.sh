@@ -41,6 +41,17 @@ check() {
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$LOG_DIR/gpu.txt"
 
+# The directory holding the peer's flash_attn (FlashAttention-3), its library unpacked once.
+peer_flash_attn() {
+  local work=${TMPDIR:-/tmp}/nano-vllm-peer
+  if [ ! -f "$work/flash_attn/_vllm_fa3_C.abi3.so" ]; then
+    mkdir -p "$work" && cp -r .gpu/peer/lib/flash_attn "$work/" &&
+      python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" \
+        "$work/flash_attn/_vllm_fa3_C.abi3.so.xz" "$work/flash_attn/_vllm_fa3_C.abi3.so"
+  fi
+  echo "$work"
+}
+
 if has ops; then
   check cuda_kernels_test "$bin/cuda_kernels_test" --gtest_brief=1
 fi
@@ -120,12 +131,7 @@ if has tp_bench; then
         < <(grep -E '^(Total|batch-1|start-up)' "$LOG_DIR/$log.log")
     done
   done
-  work=${TMPDIR:-/tmp}/nano-vllm-peer
-  if [ ! -f "$work/flash_attn/_vllm_fa3_C.abi3.so" ]; then
-    mkdir -p "$work" && cp -r .gpu/peer/lib/flash_attn "$work/" &&
-      python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" \
-        "$work/flash_attn/_vllm_fa3_C.abi3.so.xz" "$work/flash_attn/_vllm_fa3_C.abi3.so"
-  fi
+  work=$(peer_flash_attn)
   (cd .gpu/peer && PYTHONPATH=$work:$PWD/nano-vllm timeout 400 python3 workload.py "$big" 256 100 \
     1024 100 1024 4096 "$peer_tp") >"$LOG_DIR/peer_tp$peer_tp.log" 2>&1
   while read -r line; do record "  peer" "$line"; done \
@@ -138,6 +144,10 @@ if has attention; then
   cat "$LOG_DIR/decode_ops_bench.log"
   check launch_chain_bench "$bin/launch_chain_bench"
   cat "$LOG_DIR/launch_chain_bench.log"
+  # Prefill attention on long prompts, and FlashAttention-3 on the same shapes.
+  check prefill_attention_bench "$bin/prefill_attention_bench"
+  check fa3_attention_bench env PYTHONPATH="$(peer_flash_attn)" python3 tools/fa3_attention_bench.py
+  cat "$LOG_DIR/prefill_attention_bench.log" "$LOG_DIR/fa3_attention_bench.log"
 fi
 if has gemm; then
   check linear_bench "$bin/linear_bench"
