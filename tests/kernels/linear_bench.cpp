@@ -57,7 +57,7 @@ std::vector<Linear> linears_of(const Shape& s) {
 }
 
 // Milliseconds of one out [m, n] = x [m, k] @ weight^T, over `copies` weights in turn.
-double time_linear(CublasLtLinear& linear, cudaStream_t stream, int64_t m, const Linear& l,
+double time_linear(cuda::CublasLtLinear& linear, cudaStream_t stream, int64_t m, const Linear& l,
                    const DeviceBuffer& weights, int copies, const DeviceBuffer& x,
                    const DeviceBuffer& out) {
   const size_t weight_bytes = size_t{2} * l.n * l.k;
@@ -83,7 +83,7 @@ double time_linear(CublasLtLinear& linear, cudaStream_t stream, int64_t m, const
 
 int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::string> wanted) {
   cuda::register_cuda_allocator();
-  CublasLtLinear linear;
+  cuda::CublasLtLinear linear;
   std::mt19937 rng(1);
   const double bandwidth = copy_bandwidth(stream);  // GB/s, read + write
   // The peak: the largest square product, through the same path.
