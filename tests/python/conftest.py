@@ -9,6 +9,8 @@ import pytest
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data")
 TIED = os.path.join(DATA, "models", "qwen3-tiny-tied")  # has the Qwen3 tokenizer
 UNTIED = os.path.join(DATA, "models", "qwen3-tiny-untied")  # token ids only
+QWEN2 = os.path.join(DATA, "models", "qwen2-tiny")  # Qwen2ForCausalLM, token ids only
+LLAMA = os.path.join(DATA, "models", "llama-tiny")  # LlamaForCausalLM, token ids only
 
 
 def golden(model_dir):

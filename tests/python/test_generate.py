@@ -2,7 +2,7 @@
 same rows as `nanovllm generate` for the same requests."""
 import nanovllm
 import pytest
-from conftest import TIED, UNTIED, cli_generate, golden
+from conftest import LLAMA, QWEN2, TIED, UNTIED, cli_generate, golden
 from nanovllm import LLM, SamplingParams
 
 
@@ -17,6 +17,20 @@ def test_greedy_reproduces_the_transformers_goldens(untied_llm):
     outputs = untied_llm.generate([c["token_ids"] for c in cases], params, use_tqdm=False)
     assert [o["token_ids"] for o in outputs] == [c["greedy_token_ids"] for c in cases]
     assert all(o["finish_reason"] == "length" for o in outputs)
+
+
+@pytest.mark.parametrize("model", [QWEN2, LLAMA], ids=["qwen2", "llama"])
+def test_other_families_reproduce_their_transformers_goldens(model):
+    cases = golden(model)["prompts"]
+    llm = LLM(model)
+    # Each case up to its first near-tie, which float32 sums in another order may resolve
+    # either way.
+    lengths = [next((i for i, step in enumerate(c["greedy_steps"]) if step["margin"] < 1e-4),
+                    len(c["greedy_steps"])) for c in cases]
+    params = [SamplingParams(temperature=0, ignore_eos=True, max_tokens=max(n, 1)) for n in lengths]
+    outputs = llm.generate([c["token_ids"] for c in cases], params, use_tqdm=False)
+    for output, case, n in zip(outputs, cases, lengths):
+        assert output["token_ids"][:n] == case["greedy_token_ids"][:n]
 
 
 def test_greedy_reproduces_the_goldens_with_the_tokenizer(tied_llm):
