@@ -17,9 +17,10 @@
 //
 // Dumped names (NANOVLLM_DUMP_DIR), with T tokens, H hidden, B logit rows:
 //   input_ids, positions [T] (int32); embed [T, H]
-//   layer{i}.input_norm [T, H]; layer{i}.qkv [T, (heads + 2 kv_heads) * head_dim] (projection);
-//   (with its bias); layer{i}.qk_rope (same, after any q/k norm and rotary); layer{i}.attn [T,
-//   heads * head_dim]; layer{i}.attn_out [T, H] (o_proj); layer{i}.post_attention_norm [T, H];
+//   layer{i}.input_norm [T, H]; layer{i}.qkv [T, (heads + 2 kv_heads) * head_dim] (projection,
+//   with its bias if any); layer{i}.qk_rope (same, after any q/k norm and rotary);
+//   layer{i}.attn [T, heads * head_dim]; layer{i}.attn_out [T, H] (o_proj);
+//   layer{i}.post_attention_norm [T, H];
 //   layer{i}.gate_up [T, 2 I]; layer{i}.mlp_act [T, I]; layer{i}.mlp_out [T, H] (down_proj);
 //   layer{i}.output [T, H]: the residual stream after layer i (HF's hidden_states[i + 1]);
 //   final_norm [T, H]; last_hidden [B, H]; logits [B, vocab].
