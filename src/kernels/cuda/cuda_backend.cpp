@@ -327,7 +327,7 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, Tensor out) {
 void CudaBackend::add_bias(Tensor x, const Tensor& bias) {
   check_rows(x, "add_bias x", dtype_, {-1, -1});
   check_contiguous(bias, "add_bias bias", dtype_, {x.size(1)});
-  cuda::add_rows(dtype_, bias.data(), 0, x.size(0), x.size(1), x.data(), x.stride(0), stream());
+  cuda::add_bias(dtype_, bias.data(), x.size(0), x.size(1), x.data(), x.stride(0), stream());
 }
 
 cuda::QkNormRopeArgs CudaBackend::qk_norm_rope_args(const Tensor& qkv, const Tensor& q_norm,

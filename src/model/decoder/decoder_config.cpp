@@ -20,14 +20,14 @@ struct RopeDict {
   RopeScaling scaling;
 };
 
-// A positive number the llama3 rope dict must have.
-double required_number(const ConfigFields& fields, const std::string& dict_name, const json& dict,
-                       const char* key) {
+// A field the llama3 rope dict must have.
+const json& required(const ConfigFields& fields, const std::string& dict_name, const json& dict,
+                     const char* key) {
   auto it = dict.find(key);
   if (it == dict.end() || it->is_null()) {
     fields.fail(dict_name + "." + key, "is required for rope_type \"llama3\" but missing");
   }
-  return fields.positive_number(dict_name + "." + key, *it);
+  return *it;
 }
 
 // Checks one rope dict for options other than plain RoPE (and, where the family has it,
@@ -61,21 +61,20 @@ RopeDict check_rope_dict(const ConfigFields& fields, const std::string& name,
     }
   }
   if (rope.scaling.enabled) {
-    rope.scaling.factor = required_number(fields, name, *dict, "factor");
-    rope.scaling.low_freq_factor = required_number(fields, name, *dict, "low_freq_factor");
-    rope.scaling.high_freq_factor = required_number(fields, name, *dict, "high_freq_factor");
+    const auto number = [&](const char* key) {
+      return fields.positive_number(name + "." + key, required(fields, name, *dict, key));
+    };
+    rope.scaling.factor = number("factor");
+    rope.scaling.low_freq_factor = number("low_freq_factor");
+    rope.scaling.high_freq_factor = number("high_freq_factor");
     if (rope.scaling.high_freq_factor <= rope.scaling.low_freq_factor) {
       fields.fail(name + ".high_freq_factor",
                   fmt::format("({}) must exceed low_freq_factor ({})",
                               rope.scaling.high_freq_factor, rope.scaling.low_freq_factor));
     }
-    auto original = dict->find("original_max_position_embeddings");
-    if (original == dict->end() || original->is_null()) {
-      fields.fail(name + ".original_max_position_embeddings",
-                  "is required for rope_type \"llama3\" but missing");
-    }
-    rope.scaling.original_max_position_embeddings =
-        fields.positive_int_value(name + ".original_max_position_embeddings", *original);
+    rope.scaling.original_max_position_embeddings = fields.positive_int_value(
+        name + ".original_max_position_embeddings",
+        required(fields, name, *dict, "original_max_position_embeddings"));
   }
   auto factor = dict->find("partial_rotary_factor");
   if (factor != dict->end() && !factor->is_null() &&

@@ -69,10 +69,9 @@ struct StoreKvArgs {
 // slot outside [0, num_slots) (the engine never passes one).
 void store_kv(const StoreKvArgs& args, cudaStream_t stream);
 
-// out = round(out + x) per row; x [rows, width] with row stride x_stride, which may be 0 (one
-// row for all: a bias), out [rows, width].
-void add_rows(DType dtype, const void* x, int64_t x_stride, int64_t rows, int64_t width, void* out,
-              int64_t out_stride, cudaStream_t stream);
+// x = round(x + bias) on every row: a linear's bias. x [rows, width]; bias [width].
+void add_bias(DType dtype, const void* bias, int64_t rows, int64_t width, void* x, int64_t x_stride,
+              cudaStream_t stream);
 
 // out = round(silu(gate)) * up, gate_up = [gate | up]. gate_up [rows, 2 width]; out [rows, width].
 void silu_mul(DType dtype, const void* gate_up, int64_t gate_up_stride, int64_t rows, int64_t width,
