@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Tiny checkpoints of every served architecture (Qwen3, Qwen2, Llama) with random weights and
+"""Tiny checkpoints of every served architecture (Qwen3, Qwen3-MoE, Qwen2, Llama) with random
+weights and
 golden outputs computed by transformers in fp32.
 
 Run where torch and transformers are installed:
@@ -19,7 +20,7 @@ import random
 import torch
 import transformers
 from transformers import (LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM,
-                          Qwen3Config, Qwen3ForCausalLM)
+                          Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
 TOP_K = 8
 NEW_TOKENS = 24
@@ -33,6 +34,8 @@ FAMILIES = {
     # q/k/v biases, no q/k norm; head_dim is hidden / heads.
     "qwen2": (Qwen2Config, Qwen2ForCausalLM, dict(use_sliding_window=False)),
     "llama": (LlamaConfig, LlamaForCausalLM, dict(attention_bias=False, mlp_bias=False)),
+    "qwen3_moe": (Qwen3MoeConfig, Qwen3MoeForCausalLM,
+                  dict(attention_bias=False, use_sliding_window=False)),
 }
 
 MODELS = {
@@ -73,6 +76,19 @@ MODELS = {
         seed=4, rope_theta=500000.0,
         rope_scaling=dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                           original_max_position_embeddings=256)),
+    # Qwen3-30B-A3B's pattern in small: 8 experts, 3 per token, renormalized weights; layer 1
+    # dense (mlp_only_layers). Layer 0's router is skewed (force_routing) so that expert 0 gets
+    # every token and experts 6 and 7 none; layer 2 routes freely. Hub-style config.json
+    # (num_experts, rope_theta, torch_dtype).
+    "qwen3-moe-tiny": dict(
+        family="qwen3_moe",
+        config=dict(vocab_size=1024, hidden_size=64, intermediate_size=96,
+                    moe_intermediate_size=40, num_hidden_layers=3, num_attention_heads=4,
+                    num_key_value_heads=2, head_dim=32, num_experts=8, num_experts_per_tok=3,
+                    norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[1],
+                    tie_word_embeddings=False, bos_token_id=1, eos_token_id=2),
+        generation_eos=[2], dtype=torch.bfloat16, old_style_config=True, shard_size=None,
+        seed=5, force_routing=True),
 }
 
 
@@ -110,6 +126,42 @@ def perturb_norms(model, generator):
                 param.copy_(0.5 * torch.randn(param.shape, generator=generator))
 
 
+def force_routing(model):
+    """Layer 0: expert 0 chosen by every token, experts 6 and 7 by none. A large constant in
+    hidden dimension 0 (every embedding row) dominates layer 0's normalized MLP input (about 8
+    there), and the router's column 0 turns it into a logit about 12 above the others for
+    expert 0 and 12 below for 6 and 7 (not more: probabilities that underflow to 0 would tie).
+    Experts 1 to 5 ignore that dimension, so they compete by token. Layer 2's router ignores it
+    too (and is scaled up, so that its choices are far from ties): its routing follows the
+    tokens."""
+    layers = model.model.layers
+    with torch.no_grad():
+        model.model.embed_tokens.weight[:, 0] = 3.0
+        layers[0].post_attention_layernorm.weight[0] = 1.0
+        router = layers[0].mlp.gate.weight
+        router[0, 0] = 1.5
+        router[1:6, 0] = 0.0
+        router[6:8, 0] = -1.5
+        router = layers[2].mlp.gate.weight
+        router[:, 0] = 0.0
+        router.mul_(5.0)
+
+
+def routing_counts(model, prompts, layer):
+    """Tokens per expert that layer `layer`'s router sends over every prompt."""
+    counts = torch.zeros(model.config.num_experts, dtype=torch.long)
+
+    def hook(_, __, output):
+        counts.add_(torch.bincount(output[2].flatten(), minlength=counts.numel()))
+
+    handle = model.model.layers[layer].mlp.gate.register_forward_hook(hook)
+    with torch.no_grad():
+        for prompt in prompts:
+            model(torch.tensor([prompt]))
+    handle.remove()
+    return counts.tolist()
+
+
 def top_k(logits):
     values, ids = torch.topk(logits, TOP_K)
     return {"ids": ids.tolist(), "logits": [float(v) for v in values]}
@@ -117,10 +169,13 @@ def top_k(logits):
 
 def use_eager_attention(model):
     # The plain softmax(QK^T)V path: the fused CPU attention kernels need not be fp32-exact.
+    # Likewise the experts' plain loop (grouped_mm has no float64, which fp64_deviation needs).
     if hasattr(model, "set_attn_implementation"):
         model.set_attn_implementation("eager")
     else:
         model.config._attn_implementation = "eager"
+    if getattr(model.config, "num_experts", 0) and hasattr(model, "set_experts_implementation"):
+        model.set_experts_implementation("eager")
     return model
 
 
@@ -160,6 +215,8 @@ def rewrite_config_old_style(path):
     if "dtype" in config:
         config["torch_dtype"] = config.pop("dtype")
     config.pop("layer_types", None)
+    if "num_local_experts" in config:
+        config["num_experts"] = config.pop("num_local_experts")
     with open(path, "w") as f:
         json.dump(config, f, indent=2, sort_keys=True)
         f.write("\n")
@@ -172,6 +229,8 @@ def make_model(name, spec, out_dir):
     model_class = family_of(spec)[1]
     model = use_eager_attention(model_class(config).eval())
     perturb_norms(model, generator)
+    if spec.get("force_routing"):
+        force_routing(model)
     # Round the weights to the storage dtype, then compute the goldens in fp32 from exactly those.
     # Parameters only: the rotary inv_freq buffer stays fp32, as it is when a checkpoint loads.
     with torch.no_grad():
@@ -197,6 +256,11 @@ def make_model(name, spec, out_dir):
     prompts = [[rng.randrange(vocab) for _ in range(n)] for n in PROMPT_LENGTHS]
     # Shares its first 270 tokens with the 520-token prompt: prefix-cache hits across blocks.
     prompts.append(prompts[-1][:270] + [rng.randrange(vocab) for _ in range(30)])
+    if spec.get("force_routing"):
+        forced, free = routing_counts(model, prompts, 0), routing_counts(model, prompts, 2)
+        tokens = sum(len(p) for p in prompts)
+        assert forced[0] == tokens and forced[6] == forced[7] == 0, forced
+        print(f"{name}: tokens per expert, layer 0 {forced}, layer 2 {free}", flush=True)
     golden = {"model": name, "transformers": transformers.__version__, "torch": torch.__version__,
               "dtype": "float32", "top_k": TOP_K, "eos_token_ids": spec["generation_eos"],
               "prompts": [golden_for_prompt(model, p) for p in prompts]}

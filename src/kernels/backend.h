@@ -203,6 +203,24 @@ class Backend {
   // out = silu(gate) * up where gate_up = [gate | up].  gate_up [T, 2I]; out [T, I]
   virtual void silu_mul(const Tensor& gate_up, Tensor out) = 0;
 
+  // The router of a mixture-of-experts MLP (transformers' Qwen3-MoE): per row of router logits
+  // [T, E] (of the compute dtype), the top_k experts by softmax probability (computed in f32;
+  // most likely first, the lower id on ties) into ids int32 [T, top_k], and their
+  // probabilities into weights f32 [T, top_k], divided by their sum when `normalize`, then
+  // rounded to the compute dtype. 1 <= top_k <= E.
+  virtual void moe_route(const Tensor& logits, int top_k, bool normalize, Tensor weights,
+                         Tensor ids) = 0;
+
+  // The experts of a mixture-of-experts MLP, each row through its top_k experts:
+  // out[t] = sum_j weights[t, j] * silu_mul(x[t] @ gate_up[ids[t, j]]^T) @ down[ids[t, j]]^T.
+  // The gate_up product and the activation are rounded to the compute dtype as linear and
+  // silu_mul round them, and so is each expert's weighted output; the sum over j is taken in
+  // f32 and rounded once. An id outside [0, E) is an error on the CPU and adds nothing on a GPU.
+  // x [T, H]; ids int32 [T, k]; weights f32 [T, k]; gate_up [E, 2I, H] (each expert's gate rows,
+  // then its up rows); down [E, H, I]; out [T, H]
+  virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                           const Tensor& gate_up, const Tensor& down, Tensor out) = 0;
+
   // What the one-row kernels below serve for a model of these widths: a model may run a
   // decode batch of one row through them (one kernel each on the GPU, in place of a norm, SiLU
   // or residual add before or after a linear, and of a whole MLP), 5 or 4 kernels a layer

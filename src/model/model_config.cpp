@@ -9,6 +9,14 @@ namespace nanovllm {
 
 using nlohmann::json;
 
+bool MixtureOfExperts::is_sparse(int layer) const {
+  if (!enabled()) return false;
+  for (int dense : dense_layers) {
+    if (dense == layer) return false;
+  }
+  return (layer + 1) % sparse_step == 0;
+}
+
 ModelConfig load_model_config(const std::filesystem::path& model_dir) {
   const std::filesystem::path file = model_dir / "config.json";
   const json root = read_json_file(file);

@@ -20,6 +20,21 @@ struct RopeScaling {
   int original_max_position_embeddings = 8192;
 };
 
+// A mixture-of-experts MLP in place of the dense one (Qwen3-MoE): each token goes through the
+// `experts_per_token` experts its router rates highest. Absent (experts == 0): every layer dense.
+struct MixtureOfExperts {
+  int experts = 0;                 // num_experts (num_local_experts in transformers 5's files)
+  int experts_per_token = 0;       // num_experts_per_tok
+  int expert_intermediate = 0;     // moe_intermediate_size: each expert's MLP width
+  bool normalize_weights = false;  // norm_topk_prob: the chosen probabilities rescaled to sum 1
+  int sparse_step = 1;             // decoder_sparse_step: every sparse_step-th layer has experts
+  std::vector<int> dense_layers;   // mlp_only_layers: layers with the dense MLP regardless
+
+  bool enabled() const { return experts > 0; }
+  // Whether layer `layer` has experts, as transformers' Qwen3MoeDecoderLayer decides it.
+  bool is_sparse(int layer) const;
+};
+
 struct ModelConfig {
   std::string architecture;  // "Qwen3ForCausalLM" (model_registry.h)
   std::string model_type;    // "qwen3"
@@ -38,6 +53,7 @@ struct ModelConfig {
   // What tells the families of the dense decoder apart (model/decoder/decoder_model.h):
   bool qk_norm = false;              // an RMSNorm of each q and k head before rotary (Qwen3)
   bool qkv_bias = false;             // biases on the q, k and v projections (Qwen2)
+  MixtureOfExperts moe;              // experts in place of the dense MLP (Qwen3-MoE)
   DType torch_dtype = DType::kBF16;  // "torch_dtype" or, in newer files, "dtype"
   std::vector<int> eos_token_ids;    // config.json's eos_token_id (int or list), may be empty
 };

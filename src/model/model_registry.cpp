@@ -9,12 +9,14 @@
 #include "model/llama/llama.h"
 #include "model/qwen2/qwen2.h"
 #include "model/qwen3/qwen3.h"
+#include "model/qwen3_moe/qwen3_moe.h"
 
 namespace nanovllm {
 namespace {
 
 constexpr const ModelArchitecture* kArchitectures[] = {
     &kQwen3Architecture,
+    &kQwen3MoeArchitecture,
     &kQwen2Architecture,
     &kLlamaArchitecture,
 };

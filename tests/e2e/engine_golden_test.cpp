@@ -228,11 +228,12 @@ TEST(EngineGoldenTied, RealVocabularyTiedModel) {
   expect_golden(requests, run_all_at_once(*engine, requests), "tied");
 }
 
-// The other families of the dense decoder: Qwen2 (q/k/v biases) and Llama (llama3 rotary
-// scaling, tied embeddings, one KV head), through the engine with prefix caching.
-TEST(EngineGoldenFamilies, Qwen2AndLlamaGiveTheReferenceContinuations) {
+// The other families of the decoder: Qwen2 (q/k/v biases), Llama (llama3 rotary scaling, tied
+// embeddings, one KV head) and Qwen3-MoE (experts, one dense layer), through the engine with
+// prefix caching.
+TEST(EngineGoldenFamilies, OtherFamiliesGiveTheReferenceContinuations) {
   if (test_on_cuda() && !cuda_available()) GTEST_SKIP() << "no CUDA device";
-  for (const char* name : {"qwen2-tiny", "llama-tiny"}) {
+  for (const char* name : {"qwen2-tiny", "llama-tiny", "qwen3-moe-tiny"}) {
     LoadedModel model(name);
     const std::vector<GoldenRequest> requests = load_requests(name);
     auto engine = model.engine(base_config(16, 128));
@@ -244,14 +245,15 @@ TEST(EngineGoldenFamilies, Qwen2AndLlamaGiveTheReferenceContinuations) {
 // reference continuations. On the CPU the ranks are threads over an in-process group; on CUDA
 // (float32) GPUs 0 to N - 1 through NCCL, where that many are visible. (The tied model's 4 heads
 // split over 2 and 4 ranks; the untied model's 8 heads and 2 KV heads, replicated past 2
-// ranks, over all; Qwen2's biases split with their heads, Llama's one KV head replicated.)
+// ranks, over all; Qwen2's biases split with their heads, Llama's one KV head replicated;
+// each of Qwen3-MoE's experts split by columns as the dense MLP is.)
 TEST(EngineGoldenTensorParallel, ShardedModelsGiveTheReferenceContinuations) {
   const bool gpu = test_on_cuda();
   if (gpu && !cuda_available()) GTEST_SKIP() << "no CUDA device";
   const std::pair<std::string, int> cases[] = {{"qwen3-tiny-tied", 2},   {"qwen3-tiny-tied", 4},
                                                {"qwen3-tiny-untied", 2}, {"qwen3-tiny-untied", 4},
                                                {"qwen3-tiny-untied", 8}, {"qwen2-tiny", 2},
-                                               {"llama-tiny", 2}};
+                                               {"llama-tiny", 2},        {"qwen3-moe-tiny", 2}};
   int ran = 0;
   for (const auto& [name, ranks] : cases) {
     std::vector<std::shared_ptr<Communicator>> group;

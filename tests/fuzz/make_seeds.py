@@ -77,7 +77,8 @@ def index_seeds():
 
 
 def config_seeds():
-    for model in ("qwen3-tiny-tied", "qwen3-tiny-untied", "qwen2-tiny", "llama-tiny"):
+    for model in ("qwen3-tiny-tied", "qwen3-tiny-untied", "qwen2-tiny", "llama-tiny",
+                  "qwen3-moe-tiny"):
         write("model_config", f"{model}.json", read("models", model, "config.json"))
         write("model_config", f"{model}-generation.json",
               read("models", model, "generation_config.json"))

@@ -52,6 +52,11 @@ class FakeBackend : public Backend {
   void silu_mul(const Tensor&, Tensor) override { unsupported(); }
   void all_reduce_sum(Tensor) override { unsupported(); }
   void add_bias(Tensor, const Tensor&) override { unsupported(); }
+  void moe_route(const Tensor&, int, bool, Tensor, Tensor) override { unsupported(); }
+  void moe_experts(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                   Tensor) override {
+    unsupported();
+  }
   void all_gather_columns(const Tensor&, Tensor) override { unsupported(); }
   void gather_rows(const Tensor&, const Tensor&, Tensor) override { unsupported(); }
   void gather_ids(const Tensor&, const Tensor&, Tensor) override { unsupported(); }

@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "model/decoder/decoder_weights.h"
 #include "model_test_files.h"
 
 namespace nanovllm {
@@ -106,6 +107,44 @@ const char* kLlama31_8B = R"({
   "vocab_size": 128256
 })";
 
+// config.json of Qwen/Qwen3-30B-A3B as released.
+const char* kQwen3_30B_A3B = R"({
+  "architectures": ["Qwen3MoeForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "decoder_sparse_step": 1,
+  "eos_token_id": 151645,
+  "head_dim": 128,
+  "hidden_act": "silu",
+  "hidden_size": 2048,
+  "initializer_range": 0.02,
+  "intermediate_size": 6144,
+  "max_position_embeddings": 40960,
+  "max_window_layers": 48,
+  "mlp_only_layers": [],
+  "model_type": "qwen3_moe",
+  "moe_intermediate_size": 768,
+  "norm_topk_prob": true,
+  "num_attention_heads": 32,
+  "num_experts": 128,
+  "num_experts_per_tok": 8,
+  "num_hidden_layers": 48,
+  "num_key_value_heads": 4,
+  "output_router_logits": false,
+  "rms_norm_eps": 1e-06,
+  "rope_scaling": null,
+  "rope_theta": 1000000.0,
+  "router_aux_loss_coef": 0.001,
+  "sliding_window": null,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.51.0",
+  "use_cache": true,
+  "use_sliding_window": false,
+  "vocab_size": 151936
+})";
+
 ModelConfig load(const json& config, const TempDir& dir) {
   write_json(dir / "config.json", config);
   return load_model_config(dir.path());
@@ -161,6 +200,82 @@ TEST(ModelConfig, ReadsReleasedLlama31ConfigWithItsRopeScaling) {
   EXPECT_EQ(config.rope_scaling.high_freq_factor, 4.0);
   EXPECT_EQ(config.rope_scaling.original_max_position_embeddings, 8192);
   EXPECT_EQ(config.eos_token_ids, (std::vector<int>{128001, 128008, 128009}));
+}
+
+TEST(ModelConfig, ReadsReleasedQwen3MoeConfig) {
+  TempDir dir;
+  write_file(dir / "config.json", kQwen3_30B_A3B);
+  const ModelConfig config = load_model_config(dir.path());
+  EXPECT_EQ(config.architecture, "Qwen3MoeForCausalLM");
+  EXPECT_TRUE(config.qk_norm);
+  EXPECT_EQ(config.head_dim, 128);
+  EXPECT_EQ(config.moe.experts, 128);
+  EXPECT_EQ(config.moe.experts_per_token, 8);
+  EXPECT_EQ(config.moe.expert_intermediate, 768);
+  EXPECT_TRUE(config.moe.normalize_weights);
+  for (int layer : {0, 1, 47}) EXPECT_TRUE(config.moe.is_sparse(layer)) << layer;
+}
+
+// transformers 5 writes num_local_experts and rope_parameters; mlp_only_layers and
+// decoder_sparse_step choose the layers with experts as transformers chooses them.
+TEST(ModelConfig, ReadsExpertFieldsInEitherDialectAndTheSparseLayers) {
+  TempDir dir;
+  json config = json::parse(kQwen3_30B_A3B);
+  config["num_local_experts"] = config["num_experts"];
+  config.erase("num_experts");
+  config.erase("rope_theta");
+  config["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 5e5}};
+  config["mlp_only_layers"] = {0, 5};
+  config["decoder_sparse_step"] = 2;
+  config.erase("norm_topk_prob");  // transformers' default: false
+  const ModelConfig read = load(config, dir);
+  EXPECT_EQ(read.moe.experts, 128);
+  EXPECT_EQ(read.rope_theta, 5e5);
+  EXPECT_FALSE(read.moe.normalize_weights);
+  std::vector<int> sparse;
+  for (int layer = 0; layer < 12; ++layer) {
+    if (read.moe.is_sparse(layer)) sparse.push_back(layer);
+  }
+  EXPECT_EQ(sparse, (std::vector<int>{1, 3, 7, 9, 11}));
+  // The dense families have no experts.
+  write_file(dir / "config.json", kQwen3_0_6B);
+  EXPECT_FALSE(load_model_config(dir.path()).moe.enabled());
+}
+
+// Every rank holds every expert, a slice of its columns.
+TEST(ModelConfig, EachExpertSplitsByColumnsOverTheRanks) {
+  TempDir dir;
+  json config = json::parse(kQwen3_30B_A3B);
+  const DecoderShard shard = DecoderShard::of(load(config, dir), {3, 4});
+  EXPECT_EQ(shard.expert_intermediate, 192);
+  config["moe_intermediate_size"] = 100;
+  EXPECT_TRUE(testing::contains_all(testing::error_message([&] {
+                                      DecoderShard::of(load(config, dir), {0, 8});
+                                    }),
+                                    {"each expert's 100 MLP columns do not split over 8 ranks"}));
+}
+
+TEST(ModelConfig, RefusesExpertFieldsItCannotUse) {
+  const auto error_of = [](const std::function<void(json&)>& change) {
+    TempDir dir;
+    json config = json::parse(kQwen3_30B_A3B);
+    change(config);
+    return testing::error_message([&] { load(config, dir); });
+  };
+  EXPECT_TRUE(testing::contains_all(error_of([](json& c) { c.erase("num_experts"); }),
+                                    {"'num_experts'", "num_local_experts", "missing"}));
+  EXPECT_TRUE(testing::contains_all(error_of([](json& c) { c["num_experts_per_tok"] = 129; }),
+                                    {"'num_experts_per_tok'", "129", "128 experts"}));
+  EXPECT_TRUE(testing::contains_all(error_of([](json& c) { c.erase("moe_intermediate_size"); }),
+                                    {"'moe_intermediate_size'"}));
+  EXPECT_TRUE(testing::contains_all(error_of([](json& c) {
+                                      c["mlp_only_layers"] = {3, 48};
+                                    }),
+                                    {"'mlp_only_layers'", "48", "[0, 48)"}));
+  EXPECT_TRUE(testing::contains_all(error_of([](json& c) { c["mlp_only_layers"] = 3; }),
+                                    {"'mlp_only_layers'", "must be a list"}));
+  EXPECT_TRUE(testing::contains_all(error_of([](json& c) { c["decoder_sparse_step"] = 0; }),
+                                    {"'decoder_sparse_step'"}));
 }
 
 // What only Llama may have is refused elsewhere, and what none implements everywhere.

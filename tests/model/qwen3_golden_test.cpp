@@ -181,7 +181,8 @@ INSTANTIATE_TEST_SUITE_P(
                       GoldenCase{"qwen3-tiny-untied", 256, 0},
                       GoldenCase{"qwen3-tiny-untied", 64, 37}, GoldenCase{"qwen2-tiny", 16, 0},
                       GoldenCase{"qwen2-tiny", 64, 37}, GoldenCase{"llama-tiny", 16, 0},
-                      GoldenCase{"llama-tiny", 256, 37}),
+                      GoldenCase{"llama-tiny", 256, 37}, GoldenCase{"qwen3-moe-tiny", 16, 0},
+                      GoldenCase{"qwen3-moe-tiny", 128, 37}),
     [](const ::testing::TestParamInfo<GoldenCase>& info) {
       std::string name =
           info.param.model + "_block" + std::to_string(info.param.block_size) +

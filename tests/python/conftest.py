@@ -11,6 +11,7 @@ TIED = os.path.join(DATA, "models", "qwen3-tiny-tied")  # has the Qwen3 tokenize
 UNTIED = os.path.join(DATA, "models", "qwen3-tiny-untied")  # token ids only
 QWEN2 = os.path.join(DATA, "models", "qwen2-tiny")  # Qwen2ForCausalLM, token ids only
 LLAMA = os.path.join(DATA, "models", "llama-tiny")  # LlamaForCausalLM, token ids only
+MOE = os.path.join(DATA, "models", "qwen3-moe-tiny")  # Qwen3MoeForCausalLM, token ids only
 
 
 def golden(model_dir):

@@ -2,7 +2,7 @@
 same rows as `nanovllm generate` for the same requests."""
 import nanovllm
 import pytest
-from conftest import LLAMA, QWEN2, TIED, UNTIED, cli_generate, golden
+from conftest import LLAMA, MOE, QWEN2, TIED, UNTIED, cli_generate, golden
 from nanovllm import LLM, SamplingParams
 
 
@@ -19,7 +19,7 @@ def test_greedy_reproduces_the_transformers_goldens(untied_llm):
     assert all(o["finish_reason"] == "length" for o in outputs)
 
 
-@pytest.mark.parametrize("model", [QWEN2, LLAMA], ids=["qwen2", "llama"])
+@pytest.mark.parametrize("model", [QWEN2, LLAMA, MOE], ids=["qwen2", "llama", "qwen3_moe"])
 def test_other_families_reproduce_their_transformers_goldens(model):
     cases = golden(model)["prompts"]
     llm = LLM(model)

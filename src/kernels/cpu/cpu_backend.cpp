@@ -51,6 +51,14 @@ class CpuBackend final : public Backend {
     cpu::attention(qkv, cache, metadata, dims, scale, out, pool_);
   }
   void silu_mul(const Tensor& gate_up, Tensor out) override { cpu::silu_mul(gate_up, out, pool_); }
+  void moe_route(const Tensor& logits, int top_k, bool normalize, Tensor weights,
+                 Tensor ids) override {
+    cpu::moe_route(logits, top_k, normalize, weights, ids, pool_);
+  }
+  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& gate_up,
+                   const Tensor& down, Tensor out) override {
+    cpu::moe_experts(x, ids, weights, gate_up, down, out, pool_);
+  }
   void all_reduce_sum(Tensor x) override {
     if (group_) group_->all_reduce_sum(x, nullptr);
   }

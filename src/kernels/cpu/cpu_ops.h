@@ -25,6 +25,10 @@ void attention(const Tensor& qkv, const LayerKVCache& cache, const AttentionMeta
 void silu_mul(const Tensor& gate_up, Tensor out, ThreadPool& pool);
 void gather_rows(const Tensor& x, const Tensor& indices, Tensor out, ThreadPool& pool);
 void gather_ids(const Tensor& ids, const Tensor& indices, Tensor out);
+void moe_route(const Tensor& logits, int top_k, bool normalize, Tensor weights, Tensor ids,
+               ThreadPool& pool);
+void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& gate_up,
+                 const Tensor& down, Tensor out, ThreadPool& pool);
 // x[r, :] += bias.  x f32 [R, N]; bias f32 [N]
 void add_bias(Tensor x, const Tensor& bias);
 // out = x, both f32 [R, C] (an all-gather over one rank).

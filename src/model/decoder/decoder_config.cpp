@@ -140,6 +140,43 @@ void reject_unsupported_options(const ConfigFields& fields) {
   }
 }
 
+// Qwen3MoeConfig's expert fields. The sizes are required (transformers would fill in
+// Qwen3-30B-A3B's); the layer pattern defaults as transformers defaults it.
+MixtureOfExperts read_experts(const ConfigFields& fields, int layers) {
+  MixtureOfExperts moe;
+  // The Hub's configs say num_experts, transformers 5 writes num_local_experts.
+  const char* experts_name = fields.present("num_experts") ? "num_experts" : "num_local_experts";
+  if (!fields.present(experts_name)) {
+    fields.fail("num_experts", "is required (or num_local_experts) but missing");
+  }
+  moe.experts = fields.positive_int(experts_name);
+  moe.experts_per_token = fields.positive_int("num_experts_per_tok");
+  if (moe.experts_per_token > moe.experts) {
+    fields.fail("num_experts_per_tok",
+                fmt::format("({}) exceeds the {} experts", moe.experts_per_token, moe.experts));
+  }
+  moe.expert_intermediate = fields.positive_int("moe_intermediate_size");
+  if (2 * int64_t{moe.expert_intermediate} > INT_MAX) {
+    fields.fail("moe_intermediate_size", fmt::format("is too large ({})", moe.expert_intermediate));
+  }
+  moe.normalize_weights = fields.boolean("norm_topk_prob", false);
+  moe.sparse_step = fields.positive_int("decoder_sparse_step", 1);
+  if (const json* dense = fields.find("mlp_only_layers")) {
+    if (!dense->is_array()) {
+      fields.fail("mlp_only_layers", fmt::format("must be a list, got {}", json_excerpt(*dense)));
+    }
+    for (const json& layer : *dense) {
+      if (!layer.is_number_integer() || layer.get<int64_t>() < 0 ||
+          layer.get<int64_t>() >= layers) {
+        fields.fail("mlp_only_layers", fmt::format("holds {}, not a layer index in [0, {})",
+                                                   json_excerpt(layer), layers));
+      }
+      moe.dense_layers.push_back(layer.get<int>());
+    }
+  }
+  return moe;
+}
+
 }  // namespace
 
 ModelConfig read_decoder_config(const ConfigFields& fields, const DecoderFamily& family) {
@@ -201,6 +238,7 @@ ModelConfig read_decoder_config(const ConfigFields& fields, const DecoderFamily&
     config.rms_norm_eps = fields.positive_number("rms_norm_eps", *eps);
   }
   resolve_rope(fields, family, config);
+  if (family.experts) config.moe = read_experts(fields, config.num_hidden_layers);
   config.tie_word_embeddings = fields.boolean("tie_word_embeddings", false);
 
   config.torch_dtype = fields.torch_dtype();

@@ -16,6 +16,7 @@ struct DecoderFamily {
   bool qk_norm = false;           // ModelConfig::qk_norm
   bool qkv_bias = false;          // ModelConfig::qkv_bias
   bool llama3_rope = false;       // whether rope_type "llama3" is read (else refused)
+  bool experts = false;           // whether the MLP may be a mixture of experts (Qwen3-MoE)
 };
 
 // Throws Error naming the file, the field and the problem for anything the family's model

@@ -1,8 +1,9 @@
-// Qwen3, Qwen2 and Llama as Hugging Face transformers (and nano-vllm, for Qwen3) compute them,
-// over the Backend ops:
+// Qwen3, Qwen3-MoE, Qwen2 and Llama as Hugging Face transformers (and nano-vllm, for Qwen3)
+// compute them, over the Backend ops:
 //   h = embed(ids); per layer: pre-norm attention (q/k/v biases for Qwen2, q/k RMSNorm for
-//   Qwen3, RoPE, paged causal attention) and a SwiGLU MLP, each added into the residual stream;
-//   final norm; LM head on the rows whose logits are wanted. The residual add is fused into the
+//   Qwen3, RoPE, paged causal attention) and a SwiGLU MLP (in a sparse layer of Qwen3-MoE, the
+//   router's top experts' SwiGLU MLPs, weighted), each added into the residual stream; final
+//   norm; LM head on the rows whose logits are wanted. The residual add is fused into the
 //   following RMSNorm.
 //
 // A decode step of one sequence runs through the backend's one-row kernels where it has them
@@ -21,7 +22,9 @@
 //   with its bias if any); layer{i}.qk_rope (same, after any q/k norm and rotary);
 //   layer{i}.attn [T, heads * head_dim]; layer{i}.attn_out [T, H] (o_proj);
 //   layer{i}.post_attention_norm [T, H];
-//   layer{i}.gate_up [T, 2 I]; layer{i}.mlp_act [T, I]; layer{i}.mlp_out [T, H] (down_proj);
+//   layer{i}.gate_up [T, 2 I]; layer{i}.mlp_act [T, I] (dense layers);
+//   layer{i}.router_logits [T, experts]; layer{i}.expert_ids (int32), layer{i}.expert_weights
+//   [T, experts_per_token] (sparse layers); layer{i}.mlp_out [T, H] (the MLP's output);
 //   layer{i}.output [T, H]: the residual stream after layer i (HF's hidden_states[i + 1]);
 //   final_norm [T, H]; last_hidden [B, H]; logits [B, vocab].
 #include "model/decoder/decoder_model.h"
@@ -41,32 +44,40 @@ struct DecoderModel::Workspace {
   OwnedTensor cos_sin;  // [max_position_embeddings, head_dim]
   int64_t token_capacity = 0;
   int64_t logit_row_capacity = 0;
-  Buffer residual;      // [T, H]
-  Buffer hidden;        // [T, H]
-  Buffer qkv;           // [T, qkv_size]
-  Buffer attn;          // [T, q_size]
-  Buffer gate_up;       // [T, 2 I]
-  Buffer act;           // [T, I]
-  Buffer last_hidden;   // [B, H]
-  Buffer logits;        // [B, vocab]
-  Buffer shard_logits;  // [B, this rank's vocab], over several ranks
-  OwnedTensor pending;  // i64 [1, H], zeros between steps; where the backend fuses the MLP
+  Buffer residual;        // [T, H]
+  Buffer hidden;          // [T, H]
+  Buffer qkv;             // [T, qkv_size]
+  Buffer attn;            // [T, q_size]
+  Buffer gate_up;         // [T, 2 I]
+  Buffer act;             // [T, I]
+  Buffer router_logits;   // [T, experts]
+  Buffer expert_ids;      // i32 [T, experts_per_token]
+  Buffer expert_weights;  // f32 [T, experts_per_token]
+  Buffer moe_out;         // [T, H]
+  Buffer last_hidden;     // [B, H]
+  Buffer logits;          // [B, vocab]
+  Buffer shard_logits;    // [B, this rank's vocab], over several ranks
+  OwnedTensor pending;    // i64 [1, H], zeros between steps; where the backend fuses the MLP
   TensorDumper dumper;
 };
 
 // One forward's views of the workspace.
 struct DecoderModel::Activations {
-  int64_t tokens = 0;   // T
-  int64_t rows = 0;     // B
-  Tensor residual;      // [T, H]
-  Tensor h;             // [T, H]
-  Tensor qkv;           // [T, (nq + 2 nkv) D]
-  Tensor attn;          // [T, nq D]
-  Tensor gate_up;       // [T, 2 I]
-  Tensor act;           // [T, I]
-  Tensor last_hidden;   // [B, H]
-  Tensor logits;        // f32 [B, V]
-  Tensor shard_logits;  // f32 [B, V / ranks], over several ranks
+  int64_t tokens = 0;     // T
+  int64_t rows = 0;       // B
+  Tensor residual;        // [T, H]
+  Tensor h;               // [T, H]
+  Tensor qkv;             // [T, (nq + 2 nkv) D]
+  Tensor attn;            // [T, nq D]
+  Tensor gate_up;         // [T, 2 I]
+  Tensor act;             // [T, I]
+  Tensor router_logits;   // [T, experts], in a model with experts
+  Tensor expert_ids;      // i32 [T, experts_per_token]
+  Tensor expert_weights;  // f32 [T, experts_per_token]
+  Tensor moe_out;         // [T, H]
+  Tensor last_hidden;     // [B, H]
+  Tensor logits;          // f32 [B, V]
+  Tensor shard_logits;    // f32 [B, V / ranks], over several ranks
 };
 
 namespace {
@@ -131,10 +142,19 @@ DecoderModel::DecoderModel(const ModelConfig& config, DecoderWeights weights, Ba
                     w.qkv_bias.defined() ? "given" : "missing", c.qkv_bias ? "with" : "without");
     check(w.o_proj, "o_proj", {hidden, dims.q_size()});
     check(w.post_attention_layernorm, "post_attention_layernorm", {hidden});
-    check(w.gate_up_proj, "gate_up_proj", {2 * int64_t{shard_.intermediate}, hidden});
-    check(w.down_proj, "down_proj", {hidden, shard_.intermediate});
+    if (c.moe.is_sparse(i)) {
+      const int64_t experts = c.moe.experts;
+      const int64_t width = shard_.expert_intermediate;
+      check(w.router, "router", {experts, hidden});
+      check(w.expert_gate_up, "expert_gate_up", {experts, 2 * width, hidden});
+      check(w.expert_down, "expert_down", {experts, hidden, width});
+    } else {
+      check(w.gate_up_proj, "gate_up_proj", {2 * int64_t{shard_.intermediate}, hidden});
+      check(w.down_proj, "down_proj", {hidden, shard_.intermediate});
+    }
   }
 
+  for (int i = 0; i < c.num_hidden_layers; ++i) dense_mlp_ = dense_mlp_ || !c.moe.is_sparse(i);
   workspace_ = std::make_shared<Workspace>(backend);
   const std::vector<float> table =
       rotary_cos_sin_table(c.max_position_embeddings, dims.head_dim, c.rope_theta, c.rope_scaling);
@@ -142,8 +162,9 @@ DecoderModel::DecoderModel(const ModelConfig& config, DecoderWeights weights, Ba
       OwnedTensor(DType::kF32, {c.max_position_embeddings, dims.head_dim}, device);
   backend.upload(workspace_->cos_sin.tensor, table.data());
   // The one-row kernels add o_proj and down_proj into the residual stream themselves, which
-  // over several ranks must wait for the all-reduce.
-  if (tp.size == 1) one_row_ = backend.one_row_kernels(hidden, c.intermediate_size);
+  // over several ranks must wait for the all-reduce. They serve the dense MLP only.
+  if (tp.size == 1 && !c.moe.enabled())
+    one_row_ = backend.one_row_kernels(hidden, c.intermediate_size);
   if (one_row_.mlp) {
     workspace_->pending = OwnedTensor(DType::kI64, {1, hidden}, device);
     const std::vector<int64_t> zeros(hidden, 0);
@@ -172,8 +193,17 @@ void DecoderModel::reserve(int64_t tokens, int64_t logit_rows) {
     reserve_buffer(ws.hidden, tokens * hidden * elem, device);
     reserve_buffer(ws.qkv, tokens * dims.qkv_size() * elem, device);
     reserve_buffer(ws.attn, tokens * dims.q_size() * elem, device);
-    reserve_buffer(ws.gate_up, tokens * 2 * inter * elem, device);
-    reserve_buffer(ws.act, tokens * inter * elem, device);
+    if (dense_mlp_) {
+      reserve_buffer(ws.gate_up, tokens * 2 * inter * elem, device);
+      reserve_buffer(ws.act, tokens * inter * elem, device);
+    }
+    if (c.moe.enabled()) {
+      const int64_t chosen = tokens * c.moe.experts_per_token;
+      reserve_buffer(ws.router_logits, tokens * c.moe.experts * elem, device);
+      reserve_buffer(ws.expert_ids, chosen * sizeof(int32_t), device);
+      reserve_buffer(ws.expert_weights, chosen * sizeof(float), device);
+      reserve_buffer(ws.moe_out, tokens * hidden * elem, device);
+    }
     ws.token_capacity = tokens;
   }
   if (logit_rows > ws.logit_row_capacity) {
@@ -208,8 +238,17 @@ Tensor DecoderModel::forward(const ForwardBatch& batch, const std::vector<LayerK
   a.h = ws.hidden.as_tensor(dtype, {tokens, hidden});
   a.qkv = ws.qkv.as_tensor(dtype, {tokens, dims.qkv_size()});
   a.attn = ws.attn.as_tensor(dtype, {tokens, dims.q_size()});
-  a.gate_up = ws.gate_up.as_tensor(dtype, {tokens, 2 * inter});
-  a.act = ws.act.as_tensor(dtype, {tokens, inter});
+  if (dense_mlp_) {
+    a.gate_up = ws.gate_up.as_tensor(dtype, {tokens, 2 * inter});
+    a.act = ws.act.as_tensor(dtype, {tokens, inter});
+  }
+  if (c.moe.enabled()) {
+    const int64_t chosen = c.moe.experts_per_token;
+    a.router_logits = ws.router_logits.as_tensor(dtype, {tokens, c.moe.experts});
+    a.expert_ids = ws.expert_ids.as_tensor(DType::kI32, {tokens, chosen});
+    a.expert_weights = ws.expert_weights.as_tensor(DType::kF32, {tokens, chosen});
+    a.moe_out = ws.moe_out.as_tensor(dtype, {tokens, hidden});
+  }
   a.last_hidden = ws.last_hidden.as_tensor(dtype, {rows, hidden});
   a.logits = ws.logits.as_tensor(DType::kF32, {rows, c.vocab_size});
   if (shard_.tp.size > 1)
@@ -287,41 +326,50 @@ Tensor DecoderModel::forward_rows(const ForwardBatch& batch,
   auto dump_layer = [&](int layer, std::string_view what, const Tensor& t) {
     if (dumper.enabled()) dumper.dump(fmt::format("layer{}.{}", layer, what), t);
   };
+  // The MLP's output: a.h, or, after experts (whose output cannot overwrite their input), the
+  // other of a.h and a.moe_out, which then trade places.
+  Tensor h = a.h;
+  Tensor spare = a.moe_out;
   for (int i = 0; i < config_.num_hidden_layers; ++i) {
     const DecoderLayerWeights& w = weights_.layers[i];
     if (i == 0) {
-      backend_.rms_norm(a.residual, w.input_layernorm, eps, a.h);  // h [T, H]
+      backend_.rms_norm(a.residual, w.input_layernorm, eps, h);  // h [T, H]
     } else {
-      backend_.add_rms_norm(a.h, a.residual, w.input_layernorm, eps);  // residual += h; h = norm
+      backend_.add_rms_norm(h, a.residual, w.input_layernorm, eps);  // residual += h; h = norm
       dump_layer(i - 1, "output", a.residual);
     }
-    dump_layer(i, "input_norm", a.h);
+    dump_layer(i, "input_norm", h);
 
-    backend_.linear(a.h, w.qkv_proj, a.qkv);  // [T, (nq + 2 nkv) D]
+    backend_.linear(h, w.qkv_proj, a.qkv);  // [T, (nq + 2 nkv) D]
     if (w.qkv_bias.defined()) backend_.add_bias(a.qkv, w.qkv_bias);
     dump_layer(i, "qkv", a.qkv);
     attend(i, batch, kv_cache[i], a);
-    backend_.linear(a.attn, w.o_proj, a.h);  // [T, H]; over ranks, a partial sum
-    if (shard_.tp.size > 1) backend_.all_reduce_sum(a.h);
-    dump_layer(i, "attn_out", a.h);
+    backend_.linear(a.attn, w.o_proj, h);  // [T, H]; over ranks, a partial sum
+    if (shard_.tp.size > 1) backend_.all_reduce_sum(h);
+    dump_layer(i, "attn_out", h);
 
-    backend_.add_rms_norm(a.h, a.residual, w.post_attention_layernorm, eps);  // residual += attn
-    dump_layer(i, "post_attention_norm", a.h);
-    backend_.linear(a.h, w.gate_up_proj, a.gate_up);  // [T, 2 I]
-    dump_layer(i, "gate_up", a.gate_up);
-    backend_.silu_mul(a.gate_up, a.act);  // [T, I]
-    dump_layer(i, "mlp_act", a.act);
-    backend_.linear(a.act, w.down_proj, a.h);  // [T, H]; over ranks, a partial sum
-    if (shard_.tp.size > 1) backend_.all_reduce_sum(a.h);
-    dump_layer(i, "mlp_out", a.h);
+    backend_.add_rms_norm(h, a.residual, w.post_attention_layernorm, eps);  // residual += attn
+    dump_layer(i, "post_attention_norm", h);
+    if (config_.moe.is_sparse(i)) {
+      experts(i, h, spare, a);
+      std::swap(h, spare);
+    } else {
+      backend_.linear(h, w.gate_up_proj, a.gate_up);  // [T, 2 I]
+      dump_layer(i, "gate_up", a.gate_up);
+      backend_.silu_mul(a.gate_up, a.act);  // [T, I]
+      dump_layer(i, "mlp_act", a.act);
+      backend_.linear(a.act, w.down_proj, h);  // [T, H]; over ranks, a partial sum
+    }
+    if (shard_.tp.size > 1) backend_.all_reduce_sum(h);
+    dump_layer(i, "mlp_out", h);
   }
-  backend_.add_rms_norm(a.h, a.residual, weights_.norm, eps);  // residual += mlp; h = final norm
+  backend_.add_rms_norm(h, a.residual, weights_.norm, eps);  // residual += mlp; h = final norm
   dump_layer(config_.num_hidden_layers - 1, "output", a.residual);
-  dumper.dump("final_norm", a.h);
+  dumper.dump("final_norm", h);
 
   // Row indices increase, so with as many rows as tokens (decode) the gather is the identity.
-  const Tensor sampled_hidden = a.rows == a.tokens ? a.h : a.last_hidden;  // [B, H]
-  if (a.rows != a.tokens) backend_.gather_rows(a.h, batch.last_token_indices, a.last_hidden);
+  const Tensor sampled_hidden = a.rows == a.tokens ? h : a.last_hidden;  // [B, H]
+  if (a.rows != a.tokens) backend_.gather_rows(h, batch.last_token_indices, a.last_hidden);
   dumper.dump("last_hidden", sampled_hidden);
   if (shard_.tp.size > 1) {
     backend_.linear(sampled_hidden, weights_.lm_head, a.shard_logits);  // [B, V / ranks]
@@ -331,6 +379,23 @@ Tensor DecoderModel::forward_rows(const ForwardBatch& batch,
   }
   dumper.dump("logits", a.logits);
   return a.logits;
+}
+
+void DecoderModel::experts(int layer, const Tensor& x, Tensor out, const Activations& a) {
+  const DecoderLayerWeights& w = weights_.layers[layer];
+  const MixtureOfExperts& moe = config_.moe;
+  TensorDumper& dumper = workspace_->dumper;
+  // Every rank routes the same rows with the whole router, so all pick the same experts.
+  backend_.linear(x, w.router, a.router_logits);  // [T, experts]
+  backend_.moe_route(a.router_logits, moe.experts_per_token, moe.normalize_weights,
+                     a.expert_weights, a.expert_ids);
+  backend_.moe_experts(x, a.expert_ids, a.expert_weights, w.expert_gate_up, w.expert_down,
+                       out);  // [T, H]; over ranks, a partial sum
+  if (dumper.enabled()) {
+    dumper.dump(fmt::format("layer{}.router_logits", layer), a.router_logits);
+    dumper.dump(fmt::format("layer{}.expert_ids", layer), a.expert_ids);
+    dumper.dump(fmt::format("layer{}.expert_weights", layer), a.expert_weights);
+  }
 }
 
 void check_decoder_split(const ModelConfig& config, int ranks) {

@@ -1,4 +1,4 @@
-// The dense decoder-only transformer of Qwen3, Qwen2 and Llama (their folders hold what tells
+// The decoder-only transformer of Qwen3, Qwen3-MoE, Qwen2 and Llama (their folders hold what tells
 // them apart: the config reader and the architecture's registry entry): its weights
 // (decoder_weights.h) and its forward pass, straight-line code over the Backend ops.
 #pragma once
@@ -39,12 +39,16 @@ class DecoderModel final : public CausalLM {
   // q/k norm, rotary, this step's K/V into the cache and attention: a.qkv -> a.attn.
   void attend(int layer, const ForwardBatch& batch, const LayerKVCache& cache,
               const Activations& a);
+  // A sparse layer's MLP: the router's choice of experts for each row of x, and their
+  // weighted outputs into `out` (not x).  x, out [T, H]
+  void experts(int layer, const Tensor& x, Tensor out, const Activations& a);
 
   ModelConfig config_;
   DecoderShard shard_;
   DecoderWeights weights_;
   Backend& backend_;
-  OneRowKernels one_row_;  // what the backend's one-row kernels serve at this model's widths
+  bool dense_mlp_ = false;  // whether any layer has the dense MLP (not experts)
+  OneRowKernels one_row_;   // what the backend's one-row kernels serve at this model's widths
   // Activations, grown on demand; the cos/sin table for rotary embedding.
   std::shared_ptr<Workspace> workspace_;
 };

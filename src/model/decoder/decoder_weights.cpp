@@ -8,6 +8,15 @@
 namespace nanovllm {
 namespace {
 
+// Expert `expert` of a stacked [experts, rows, columns] tensor: its [rows, columns] matrix.
+Tensor expert_matrix(const Tensor& stacked, int64_t expert) {
+  const int64_t rows = stacked.size(1);
+  const int64_t columns = stacked.size(2);
+  char* base = static_cast<char*>(stacked.data());
+  return Tensor(base + expert * rows * columns * dtype_size(stacked.dtype()), stacked.dtype(),
+                {rows, columns}, stacked.device());
+}
+
 class Allocator {
  public:
   Allocator(Backend& backend, DecoderWeights& weights)
@@ -47,6 +56,10 @@ DecoderShard DecoderShard::of(const ModelConfig& config, TensorParallel tp) {
     refuse(fmt::format("the MLP's {} columns do not split over {} ranks", config.intermediate_size,
                        tp.size));
   }
+  if (config.moe.expert_intermediate % tp.size != 0) {
+    refuse(fmt::format("each expert's {} MLP columns do not split over {} ranks",
+                       config.moe.expert_intermediate, tp.size));
+  }
   if (config.vocab_size % tp.size != 0) {
     refuse(fmt::format("the vocabulary of {} does not split over {} ranks", config.vocab_size,
                        tp.size));
@@ -62,6 +75,7 @@ DecoderShard DecoderShard::of(const ModelConfig& config, TensorParallel tp) {
     shard.first_kv_head = tp.rank / (tp.size / kv_heads);
   }
   shard.intermediate = config.intermediate_size / tp.size;
+  shard.expert_intermediate = config.moe.expert_intermediate / tp.size;
   shard.vocab = config.vocab_size / tp.size;
   shard.first_id = shard.vocab * tp.rank;
   return shard;
@@ -75,13 +89,16 @@ DecoderWeights allocate_decoder_weights(const ModelConfig& config, const Decoder
   const int64_t q_rows = int64_t{shard.heads} * config.head_dim;
   const int64_t kv_rows = int64_t{shard.kv_heads} * config.head_dim;
   const int64_t intermediate = shard.intermediate;
+  const int64_t experts = config.moe.experts;
+  const int64_t expert_intermediate = shard.expert_intermediate;
 
   DecoderWeights weights;
   weights.storage.reserve(3 + 9 * static_cast<size_t>(config.num_hidden_layers));
   Allocator allocate(backend, weights);
   weights.embed_tokens = allocate.make({shard.vocab, hidden});
   weights.layers.resize(config.num_hidden_layers);
-  for (DecoderLayerWeights& layer : weights.layers) {
+  for (int i = 0; i < config.num_hidden_layers; ++i) {
+    DecoderLayerWeights& layer = weights.layers[i];
     layer.input_layernorm = allocate.make({hidden});
     layer.qkv_proj = allocate.make({q_rows + 2 * kv_rows, hidden});
     if (config.qkv_bias) layer.qkv_bias = allocate.make({q_rows + 2 * kv_rows});
@@ -91,8 +108,14 @@ DecoderWeights allocate_decoder_weights(const ModelConfig& config, const Decoder
     }
     layer.o_proj = allocate.make({hidden, q_rows});
     layer.post_attention_layernorm = allocate.make({hidden});
-    layer.gate_up_proj = allocate.make({2 * intermediate, hidden});
-    layer.down_proj = allocate.make({hidden, intermediate});
+    if (config.moe.is_sparse(i)) {
+      layer.router = allocate.make({experts, hidden});
+      layer.expert_gate_up = allocate.make({experts, 2 * expert_intermediate, hidden});
+      layer.expert_down = allocate.make({experts, hidden, expert_intermediate});
+    } else {
+      layer.gate_up_proj = allocate.make({2 * intermediate, hidden});
+      layer.down_proj = allocate.make({hidden, intermediate});
+    }
   }
   weights.norm = allocate.make({hidden});
   weights.lm_head =
@@ -114,9 +137,11 @@ WeightLayout decoder_weight_layout(const ModelConfig& config, const DecoderShard
   const auto columns = [](int64_t start, int64_t length) { return WeightShard{1, start, length}; };
 
   WeightLayout layout;
-  layout.summary = fmt::format("{} layers, tie_word_embeddings={}, qk_norm={}, qkv_bias={}",
-                               config.num_hidden_layers, config.tie_word_embeddings, config.qk_norm,
-                               config.qkv_bias);
+  layout.summary = fmt::format(
+      "{} layers, tie_word_embeddings={}, qk_norm={}, qkv_bias={}, "
+      "experts={}",
+      config.num_hidden_layers, config.tie_word_embeddings, config.qk_norm, config.qkv_bias,
+      config.moe.experts);
   std::vector<WeightSlot>& slots = layout.slots;
   auto add = [&](std::string name, Tensor destination, std::vector<int64_t> shape, WeightShard part,
                  bool is_norm_gain = false) {
@@ -126,6 +151,9 @@ WeightLayout decoder_weight_layout(const ModelConfig& config, const DecoderShard
   const int64_t all_q_rows = int64_t{config.num_attention_heads} * head_dim;
   const int64_t all_kv_rows = int64_t{config.num_key_value_heads} * head_dim;
   const int64_t all_intermediate = config.intermediate_size;
+  const int64_t experts = config.moe.experts;
+  const int64_t expert_intermediate = shard.expert_intermediate;
+  const int64_t all_expert_intermediate = config.moe.expert_intermediate;
 
   add("model.embed_tokens.weight", weights.embed_tokens, {vocab, hidden},
       rows(shard.first_id, shard.vocab));
@@ -158,13 +186,29 @@ WeightLayout decoder_weight_layout(const ModelConfig& config, const DecoderShard
         columns(rank * q_rows, q_rows));
     add(prefix + "post_attention_layernorm.weight", layer.post_attention_layernorm, {hidden}, whole,
         true);
-    add(prefix + "mlp.gate_proj.weight", layer.gate_up_proj.slice_rows(0, intermediate),
-        {all_intermediate, hidden}, rows(rank * intermediate, intermediate));
-    add(prefix + "mlp.up_proj.weight",
-        layer.gate_up_proj.slice_rows(intermediate, 2 * intermediate), {all_intermediate, hidden},
-        rows(rank * intermediate, intermediate));
-    add(prefix + "mlp.down_proj.weight", layer.down_proj, {hidden, all_intermediate},
-        columns(rank * intermediate, intermediate));
+    if (!config.moe.is_sparse(i)) {
+      add(prefix + "mlp.gate_proj.weight", layer.gate_up_proj.slice_rows(0, intermediate),
+          {all_intermediate, hidden}, rows(rank * intermediate, intermediate));
+      add(prefix + "mlp.up_proj.weight",
+          layer.gate_up_proj.slice_rows(intermediate, 2 * intermediate), {all_intermediate, hidden},
+          rows(rank * intermediate, intermediate));
+      add(prefix + "mlp.down_proj.weight", layer.down_proj, {hidden, all_intermediate},
+          columns(rank * intermediate, intermediate));
+      continue;
+    }
+    add(prefix + "mlp.gate.weight", layer.router, {experts, hidden}, whole);
+    for (int64_t e = 0; e < experts; ++e) {
+      const std::string expert = fmt::format("{}mlp.experts.{}.", prefix, e);
+      const Tensor gate_up = expert_matrix(layer.expert_gate_up, e);
+      add(expert + "gate_proj.weight", gate_up.slice_rows(0, expert_intermediate),
+          {all_expert_intermediate, hidden}, rows(rank * expert_intermediate, expert_intermediate));
+      add(expert + "up_proj.weight",
+          gate_up.slice_rows(expert_intermediate, 2 * expert_intermediate),
+          {all_expert_intermediate, hidden}, rows(rank * expert_intermediate, expert_intermediate));
+      add(expert + "down_proj.weight", expert_matrix(layer.expert_down, e),
+          {hidden, all_expert_intermediate},
+          columns(rank * expert_intermediate, expert_intermediate));
+    }
   }
   add("model.norm.weight", weights.norm, {hidden}, whole, true);
   if (config.tie_word_embeddings) {

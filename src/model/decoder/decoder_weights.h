@@ -21,20 +21,28 @@ struct DecoderLayerWeights {
   Tensor k_norm;                    // [head_dim] with qk_norm, or none
   Tensor o_proj;                    // [hidden, heads * head_dim]
   Tensor post_attention_layernorm;  // [hidden]
-  Tensor gate_up_proj;              // [2 * intermediate, hidden]: gate | up rows
-  Tensor down_proj;                 // [hidden, intermediate]
+  // A dense layer's MLP:
+  Tensor gate_up_proj;  // [2 * intermediate, hidden]: gate | up rows
+  Tensor down_proj;     // [hidden, intermediate]
+  // A sparse layer's (MixtureOfExperts::is_sparse) router and experts instead:
+  Tensor router;          // [experts, hidden]
+  Tensor expert_gate_up;  // [experts, 2 * expert_intermediate, hidden]: each one's gate | up rows
+  Tensor expert_down;     // [experts, hidden, expert_intermediate]
 };
 
 // The decoder's dimensions on one rank of a tensor-parallel group: its query heads, its KV heads
 // (split over the ranks, or, with fewer KV heads than ranks, the one its query heads read,
-// replicated as vLLM does), its columns of the MLP and its rows of the vocabulary.
+// replicated as vLLM does), its columns of the MLP (and of every expert's: each rank holds all
+// the experts, a slice of each, as vLLM does without expert parallelism) and its rows of the
+// vocabulary.
 struct DecoderShard {
   TensorParallel tp;
   int heads = 0;     // query heads from heads * tp.rank
   int kv_heads = 0;  // KV heads from first_kv_head
   int first_kv_head = 0;
-  int intermediate = 0;  // MLP columns from intermediate * tp.rank
-  int vocab = 0;         // embedding and LM-head rows from first_id
+  int intermediate = 0;         // MLP columns from intermediate * tp.rank
+  int expert_intermediate = 0;  // each expert's MLP columns from expert_intermediate * tp.rank
+  int vocab = 0;                // embedding and LM-head rows from first_id
   int first_id = 0;
 
   // Throws Error naming what does not split over tp.size ranks.
@@ -55,10 +63,10 @@ DecoderWeights allocate_decoder_weights(const ModelConfig& config, const Decoder
                                         Backend& backend);
 
 // The checkpoint tensors (or their shards) that fill `weights`: q|k|v land in the rows of
-// qkv_proj in that order, gate|up in the rows of gate_up_proj; q/k/v, gate/up and the
-// vocabulary are split by rows (column-parallel), o_proj and down_proj by columns
-// (row-parallel). With tied embeddings there is no lm_head.weight slot (a checkpoint that has
-// one anyway is not read).
+// qkv_proj in that order, gate|up in the rows of gate_up_proj (and of each expert's
+// expert_gate_up); q/k/v, gate/up and the vocabulary are split by rows (column-parallel),
+// o_proj and down_proj by columns (row-parallel); the router is whole on every rank. With tied
+// embeddings there is no lm_head.weight slot (a checkpoint that has one anyway is not read).
 WeightLayout decoder_weight_layout(const ModelConfig& config, const DecoderShard& shard,
                                    const DecoderWeights& weights);
 
