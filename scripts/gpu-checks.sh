@@ -8,7 +8,9 @@
 #   that order), and, on a machine of several GPUs, tp (the goldens and hf_compare over 2 and 4
 #   ranks) and tp_bench (allreduce_bench, then TP_SHAPE, 8b by default, at TP_RANKS ranks,
 #   "1 2 4" by default, beside nano-vllm at PEER_TP, 2 by default); gemm (linear_bench: every
-#   linear of the 4B to 32B shapes against copy bandwidth and bf16 peak) runs when named
+#   linear of the 4B to 32B shapes against copy bandwidth and bf16 peak) and families (Qwen2,
+#   Llama and Qwen3-MoE: their fixtures against transformers, their released shapes' benches)
+#   run when named
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG_DIR=${LOG_DIR:-/tmp/gpu-checks}
@@ -152,6 +154,35 @@ fi
 if has gemm; then
   check linear_bench "$bin/linear_bench"
   cat "$LOG_DIR/linear_bench.log"
+fi
+if has families; then
+  # The other architectures: each tiny fixture in bf16 against transformers, then bench.py's
+  # workload and batch-1 on the released shapes of tests/data/configs with random weights
+  # (FAMILY_SHAPES; FAMILY_TP ranks), each with its floor (tools/bench_floor.py at the copy
+  # bandwidth and bf16 peak of FLOOR_ARGS, H100's by default).
+  for fixture in qwen2-tiny llama-tiny qwen3-moe-tiny; do
+    check "hf_compare_bf16_$fixture" python3 tools/hf_compare.py --model "tests/data/models/$fixture" \
+      --nanovllm "$bin/nanovllm" --report "$LOG_DIR/hf_compare_$fixture.json"
+    grep -E '^(greedy|hf_compare)' "$LOG_DIR/hf_compare_bf16_$fixture.log"
+  done
+  read -ra floor_args <<<"${FLOOR_ARGS:-}"
+  for shape in ${FAMILY_SHAPES:-qwen2.5-7b-instruct llama-3.1-8b-instruct qwen3-30b-a3b}; do
+    config=tests/data/configs/$shape
+    flags=(--model "$config" --load-format dummy --tensor-parallel-size "${FAMILY_TP:-1}")
+    check "bench_$shape" "$bin/nanovllm" bench "${flags[@]}"
+    check "bench_batch1_$shape" "$bin/nanovllm" bench "${flags[@]}" --batch-1
+    seconds=$(grep -m1 -oE '^Total: .*Time: [0-9.]+' "$LOG_DIR/bench_$shape.log" | grep -oE '[0-9.]+$')
+    tok_s=$(grep -m1 -oE '^batch-1 decode: .* = [0-9.]+' "$LOG_DIR/bench_batch1_$shape.log" |
+      grep -oE '[0-9.]+$')
+    python3 tools/bench_floor.py "$config/config.json" --ranks "${FAMILY_TP:-1}" "${floor_args[@]}" \
+      ${seconds:+--bench-seconds "$seconds"} ${tok_s:+--batch1-tok-s "$tok_s"} \
+      >"$LOG_DIR/floor_$shape.log" 2>&1
+    for log in "bench_$shape" "bench_batch1_$shape"; do
+      while read -r line; do record "  nanovllm $log" "$line"; done \
+        < <(grep -E '^(Total|batch-1|start-up)' "$LOG_DIR/$log.log")
+    done
+    while read -r line; do record "  floor $shape" "$line"; done < <(grep -E 'measured' "$LOG_DIR/floor_$shape.log")
+  done
 fi
 if has bench; then
   check bench "$bin/nanovllm" bench --model "$model"

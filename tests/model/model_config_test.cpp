@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <functional>
+#include <iterator>
 
 #include "model/decoder/decoder_weights.h"
 #include "model_test_files.h"
@@ -16,135 +18,21 @@ using testing::tiny_config_json;
 using testing::write_file;
 using testing::write_json;
 
+// A released model's config.json, from tests/data/configs/<name> (where the GPU checks find the
+// shapes they benchmark with dummy weights too).
+std::string released_config(const std::string& name) {
+  std::ifstream file(std::string(NANOVLLM_TEST_DATA_DIR) + "/configs/" + name + "/config.json");
+  return std::string(std::istreambuf_iterator<char>(file), {});
+}
+
 // config.json of Qwen/Qwen3-0.6B as released (written by transformers 4.51).
-const char* kQwen3_0_6B = R"({
-  "architectures": ["Qwen3ForCausalLM"],
-  "attention_bias": false,
-  "attention_dropout": 0.0,
-  "bos_token_id": 151643,
-  "eos_token_id": 151645,
-  "head_dim": 128,
-  "hidden_act": "silu",
-  "hidden_size": 1024,
-  "initializer_range": 0.02,
-  "intermediate_size": 3072,
-  "max_position_embeddings": 40960,
-  "max_window_layers": 28,
-  "model_type": "qwen3",
-  "num_attention_heads": 16,
-  "num_hidden_layers": 28,
-  "num_key_value_heads": 8,
-  "rms_norm_eps": 1e-06,
-  "rope_scaling": null,
-  "rope_theta": 1000000,
-  "sliding_window": null,
-  "tie_word_embeddings": true,
-  "torch_dtype": "bfloat16",
-  "transformers_version": "4.51.0",
-  "use_cache": true,
-  "use_sliding_window": false,
-  "vocab_size": 151936
-})";
-
+const std::string kQwen3_0_6B = released_config("qwen3-0.6b");
 // config.json of Qwen/Qwen2.5-7B-Instruct as released.
-const char* kQwen25_7B = R"({
-  "architectures": ["Qwen2ForCausalLM"],
-  "attention_dropout": 0.0,
-  "bos_token_id": 151643,
-  "eos_token_id": 151645,
-  "hidden_act": "silu",
-  "hidden_size": 3584,
-  "initializer_range": 0.02,
-  "intermediate_size": 18944,
-  "max_position_embeddings": 32768,
-  "max_window_layers": 28,
-  "model_type": "qwen2",
-  "num_attention_heads": 28,
-  "num_hidden_layers": 28,
-  "num_key_value_heads": 4,
-  "rms_norm_eps": 1e-06,
-  "rope_theta": 1000000.0,
-  "sliding_window": 131072,
-  "tie_word_embeddings": false,
-  "torch_dtype": "bfloat16",
-  "transformers_version": "4.43.1",
-  "use_cache": true,
-  "use_sliding_window": false,
-  "vocab_size": 152064
-})";
-
+const std::string kQwen25_7B = released_config("qwen2.5-7b-instruct");
 // config.json of meta-llama/Llama-3.1-8B-Instruct as released.
-const char* kLlama31_8B = R"({
-  "architectures": ["LlamaForCausalLM"],
-  "attention_bias": false,
-  "attention_dropout": 0.0,
-  "bos_token_id": 128000,
-  "eos_token_id": [128001, 128008, 128009],
-  "hidden_act": "silu",
-  "hidden_size": 4096,
-  "initializer_range": 0.02,
-  "intermediate_size": 14336,
-  "max_position_embeddings": 131072,
-  "mlp_bias": false,
-  "model_type": "llama",
-  "num_attention_heads": 32,
-  "num_hidden_layers": 32,
-  "num_key_value_heads": 8,
-  "pretraining_tp": 1,
-  "rms_norm_eps": 1e-05,
-  "rope_scaling": {
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
-    "rope_type": "llama3"
-  },
-  "rope_theta": 500000.0,
-  "tie_word_embeddings": false,
-  "torch_dtype": "bfloat16",
-  "transformers_version": "4.43.0.dev0",
-  "use_cache": true,
-  "vocab_size": 128256
-})";
-
+const std::string kLlama31_8B = released_config("llama-3.1-8b-instruct");
 // config.json of Qwen/Qwen3-30B-A3B as released.
-const char* kQwen3_30B_A3B = R"({
-  "architectures": ["Qwen3MoeForCausalLM"],
-  "attention_bias": false,
-  "attention_dropout": 0.0,
-  "bos_token_id": 151643,
-  "decoder_sparse_step": 1,
-  "eos_token_id": 151645,
-  "head_dim": 128,
-  "hidden_act": "silu",
-  "hidden_size": 2048,
-  "initializer_range": 0.02,
-  "intermediate_size": 6144,
-  "max_position_embeddings": 40960,
-  "max_window_layers": 48,
-  "mlp_only_layers": [],
-  "model_type": "qwen3_moe",
-  "moe_intermediate_size": 768,
-  "norm_topk_prob": true,
-  "num_attention_heads": 32,
-  "num_experts": 128,
-  "num_experts_per_tok": 8,
-  "num_hidden_layers": 48,
-  "num_key_value_heads": 4,
-  "output_router_logits": false,
-  "rms_norm_eps": 1e-06,
-  "rope_scaling": null,
-  "rope_theta": 1000000.0,
-  "router_aux_loss_coef": 0.001,
-  "sliding_window": null,
-  "tie_word_embeddings": false,
-  "torch_dtype": "bfloat16",
-  "transformers_version": "4.51.0",
-  "use_cache": true,
-  "use_sliding_window": false,
-  "vocab_size": 151936
-})";
-
+const std::string kQwen3_30B_A3B = released_config("qwen3-30b-a3b");
 ModelConfig load(const json& config, const TempDir& dir) {
   write_json(dir / "config.json", config);
   return load_model_config(dir.path());
@@ -280,7 +168,7 @@ TEST(ModelConfig, RefusesExpertFieldsItCannotUse) {
 
 // What only Llama may have is refused elsewhere, and what none implements everywhere.
 TEST(ModelConfig, RefusesWhatTheFamilyDoesNotImplement) {
-  const auto error_of = [](const char* text, const std::function<void(json&)>& change) {
+  const auto error_of = [](const std::string& text, const std::function<void(json&)>& change) {
     TempDir dir;
     json config = json::parse(text);
     change(config);
