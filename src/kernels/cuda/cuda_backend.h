@@ -1,6 +1,7 @@
 // The CUDA backend's class, shared by the files that define its ops: cuda_backend.cpp (copies,
-// graphs, the elementwise ops, attention, sampling) and cuda_backend_one_row.cpp (the GEMVs
-// that carry their neighbours and the MLP kernel at one row). Only make_cuda_backend()
+// graphs, the elementwise ops, attention, sampling), cuda_backend_one_row.cpp (the GEMVs
+// that carry their neighbours and the MLP kernel at one row) and cuda_backend_moe.cpp (the
+// mixture-of-experts router and experts). Only make_cuda_backend()
 // (backend.h) is meant for the rest of the project.
 #pragma once
 
@@ -70,6 +71,10 @@ class CudaBackend final : public Backend {
                               const AttentionDims& dims, const LayerKVCache& cache,
                               const AttentionMetadata& metadata, float scale, Tensor out) override;
   void silu_mul(const Tensor& gate_up, Tensor out) override;
+  void moe_route(const Tensor& logits, int top_k, bool normalize, Tensor weights,
+                 Tensor ids) override;
+  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& gate_up,
+                   const Tensor& down, Tensor out) override;
   OneRowKernels one_row_kernels(int64_t hidden, int64_t intermediate) const override;
   void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& weight,
                        Tensor out, Tensor pending) override;
@@ -129,6 +134,7 @@ class CudaBackend final : public Backend {
   StreamHandle stream_;
   std::unique_ptr<cuda::CublasLtLinear> linear_;
   Buffer sampling_scratch_;
+  Buffer moe_scratch_;  // moe_experts: the tile map, activations and weighted expert outputs
   std::vector<Buffer> retired_scratch_;  // outgrown scratch that graphs may still name
   cuda::StreamTickets tickets_;          // of the copies
 #ifdef NANOVLLM_TIMELINE

@@ -1,0 +1,72 @@
+// The last step of the experts: each row's top_k weighted expert outputs summed in f32, in
+// slot order, and rounded once. One CTA per row; no atomics, so the bits never depend on
+// timing.
+#include "core/check.h"
+#include "kernels/cuda/device/vec.cuh"
+#include "kernels/cuda/moe/moe.h"
+#include "kernels/cuda/runtime/launch.cuh"
+
+namespace nanovllm::cuda {
+namespace {
+
+constexpr int kGroup = 8;  // slots whose loads are in flight together
+
+template <typename T, int kWidth>
+__global__ void moe_combine_kernel(const T* weighted, const int32_t* ids, int top_k, int experts,
+                                   int64_t hidden, T* out, int64_t out_stride) {
+  start_after_prior_kernels();
+  const int64_t row = blockIdx.x;
+  const int32_t* row_ids = ids + row * top_k;
+  const T* first = weighted + row * top_k * hidden;
+  T* out_row = out + row * out_stride;
+  for (int64_t h = static_cast<int64_t>(threadIdx.x) * kWidth; h < hidden;
+       h += static_cast<int64_t>(blockDim.x) * kWidth) {
+    float sum[kWidth];
+#pragma unroll
+    for (int i = 0; i < kWidth; ++i) sum[i] = 0.0f;
+    for (int j0 = 0; j0 < top_k; j0 += kGroup) {
+      // kGroup slots' loads first, then their sum in slot order.
+      float v[kGroup][kWidth];
+      bool used[kGroup];
+#pragma unroll
+      for (int u = 0; u < kGroup; ++u) {
+        const int j = j0 + u;
+        const int expert = j < top_k ? row_ids[j] : -1;
+        used[u] = expert >= 0 && expert < experts;  // else never computed: adds nothing
+        if (used[u]) load_floats<T, kWidth>(first + j * hidden + h, v[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kGroup; ++u) {
+        if (!used[u]) continue;
+#pragma unroll
+        for (int i = 0; i < kWidth; ++i) sum[i] += v[u][i];
+      }
+    }
+    store_floats<T, kWidth>(out_row + h, sum);
+  }
+}
+
+}  // namespace
+
+void moe_combine(DType dtype, const void* weighted, const int32_t* ids, int64_t rows, int top_k,
+                 int64_t experts, int64_t hidden, void* out, int64_t out_stride,
+                 cudaStream_t stream) {
+  if (rows == 0 || hidden == 0) return;
+  NVLLM_CHECK_LE(rows, int64_t{INT32_MAX});
+  dispatch_float_dtype(dtype, "moe_combine", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = static_cast<const T*>(weighted);
+    T* o = static_cast<T*>(out);
+    const auto grid = static_cast<unsigned>(rows);
+    if (vectorizable<T>({weighted, out}, {hidden, out_stride})) {
+      constexpr int kWidth = kVecWidth<T>;
+      launch_kernel(moe_combine_kernel<T, kWidth>, grid, threads_for(hidden / kWidth), 0, stream,
+                    in, ids, top_k, static_cast<int>(experts), hidden, o, out_stride);
+    } else {
+      launch_kernel(moe_combine_kernel<T, 1>, grid, threads_for(hidden), 0, stream, in, ids, top_k,
+                    static_cast<int>(experts), hidden, o, out_stride);
+    }
+  });
+}
+
+}  // namespace nanovllm::cuda

@@ -1,0 +1,130 @@
+// moe_experts(): the scratch layout, the choice between the tensor-core path (align, the two
+// grouped GEMMs) and the per-pair kernels, and the tile shape for the batch.
+#include <cstdint>
+
+#include "core/check.h"
+#include "kernels/cuda/moe/moe.h"
+
+namespace nanovllm::cuda {
+namespace {
+
+constexpr size_t kScratchAlignment = 256;
+
+size_t align_up(size_t bytes) {
+  return (bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
+}
+
+bool aligned_16(const void* pointer) {
+  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
+}
+
+// Byte offsets of moe_experts' buffers in its scratch.
+struct ScratchLayout {
+  bool tensor_cores = false;
+  MoeTiles tiles = MoeTiles::kDecode;
+  MoeTileMap map;  // tile_rows and max_tiles; the pointers are set from the offsets below
+  size_t sorted_pairs = 0;
+  size_t tile_experts = 0;
+  size_t num_tiles = 0;
+  size_t align_scratch = 0;
+  size_t act = 0;       // [slots or pairs, intermediate]
+  size_t weighted = 0;  // [pairs, hidden]
+  size_t total = 0;
+};
+
+ScratchLayout layout_for(const MoeExpertsArgs& args) {
+  ScratchLayout layout;
+  const int64_t pairs = args.rows * args.top_k;
+  const int64_t element = static_cast<int64_t>(dtype_size(args.dtype));
+  size_t end = 0;
+  const auto take = [&](int64_t bytes) {
+    const size_t at = end;
+    end = align_up(end + static_cast<size_t>(bytes));
+    return at;
+  };
+  layout.tensor_cores = moe_tensor_cores_serve(args);
+  int64_t act_rows = pairs;
+  if (layout.tensor_cores) {
+    layout.tiles = moe_tiles_for(pairs, args.experts);
+    layout.map.tile_rows = moe_tile_rows(layout.tiles);
+    layout.map.max_tiles = moe_max_tiles(pairs, args.experts, layout.map.tile_rows);
+    act_rows = layout.map.max_tiles * layout.map.tile_rows;
+    layout.sorted_pairs = take(act_rows * 4);
+    layout.tile_experts = take(layout.map.max_tiles * 4);
+    layout.num_tiles = take(4);
+    layout.align_scratch = take(moe_align_scratch_ints(pairs, args.experts) * 4);
+  }
+  layout.act = take(act_rows * args.intermediate * element);
+  layout.weighted = take(pairs * args.hidden * element);
+  layout.total = end;
+  return layout;
+}
+
+void check_args(const MoeExpertsArgs& args) {
+  NVLLM_CHECK_MSG(args.rows >= 0 && args.hidden >= 0 && args.top_k >= 0,
+                  "moe_experts: rows {}, hidden {}, top_k {}", args.rows, args.hidden, args.top_k);
+  NVLLM_CHECK_MSG(args.intermediate >= 1, "moe_experts: intermediate {} (expected >= 1)",
+                  args.intermediate);
+  NVLLM_CHECK_MSG(args.experts >= 1 && args.experts <= kMoeMaxExperts,
+                  "moe_experts: {} experts, expected 1 to {}", args.experts, kMoeMaxExperts);
+  NVLLM_CHECK_MSG(args.rows * args.top_k <= INT32_MAX / 4, "moe_experts: {} rows of {} experts",
+                  args.rows, args.top_k);
+}
+
+}  // namespace
+
+MoeTiles moe_tiles_for(int64_t pairs, int64_t experts) {
+  // 128-row tiles once the experts average 32 rows: fewer would be mostly padding. Below that,
+  // a decode GEMM's CTA keeps a copy of the ids in its shared memory while it finds its tile.
+  return pairs < 32 * experts && pairs + experts <= 16384 ? MoeTiles::kDecode : MoeTiles::kPrefill;
+}
+
+bool moe_tensor_cores_serve(const MoeExpertsArgs& args) {
+  return (args.dtype == DType::kBF16 || args.dtype == DType::kF16) && args.hidden > 0 &&
+         args.hidden % 8 == 0 && args.intermediate % 8 == 0 && args.x_stride % 8 == 0 &&
+         aligned_16(args.x) && aligned_16(args.gate_up) && aligned_16(args.down);
+}
+
+size_t moe_experts_scratch_bytes(const MoeExpertsArgs& args) {
+  check_args(args);
+  return layout_for(args).total;
+}
+
+void moe_experts(const MoeExpertsArgs& args, void* scratch, cudaStream_t stream) {
+  check_args(args);
+  if (args.rows == 0 || args.hidden == 0) return;
+  const int64_t pairs = args.rows * args.top_k;
+  const ScratchLayout layout = layout_for(args);
+  NVLLM_CHECK_MSG(scratch != nullptr, "moe_experts: no scratch");
+  char* base = static_cast<char*>(scratch);
+  void* act = base + layout.act;
+  void* weighted = base + layout.weighted;
+  if (pairs > 0 && layout.tensor_cores) {
+    MoeGemmArgs gemm;
+    gemm.dtype = args.dtype;
+    gemm.tiles = layout.tiles;
+    gemm.pairs = pairs;
+    gemm.experts = args.experts;
+    gemm.top_k = args.top_k;
+    gemm.hidden = args.hidden;
+    gemm.intermediate = args.intermediate;
+    gemm.map = layout.map;
+    gemm.map.sorted_pairs = reinterpret_cast<int32_t*>(base + layout.sorted_pairs);
+    gemm.map.tile_experts = reinterpret_cast<int32_t*>(base + layout.tile_experts);
+    gemm.map.num_tiles = reinterpret_cast<int32_t*>(base + layout.num_tiles);
+    gemm.map.align_scratch = reinterpret_cast<int32_t*>(base + layout.align_scratch);
+    moe_align(args.ids, pairs, args.experts, gemm.map, stream);
+    moe_gate_up(gemm, args.x, args.x_stride, args.gate_up, act, stream);
+    // Right after moe_gate_up, whose end it overlaps (moe_down's contract).
+    moe_down(gemm, act, args.weights, args.down, weighted, stream);
+  } else if (pairs > 0) {
+    moe_gate_up_simt(args.dtype, args.x, args.x_stride, args.ids, pairs, args.top_k, args.experts,
+                     args.gate_up, args.hidden, args.intermediate, act, stream);
+    moe_down_simt(args.dtype, act, args.ids, args.weights, pairs, args.experts, args.down,
+                  args.hidden, args.intermediate, weighted, stream);
+  }
+  moe_combine(args.dtype, weighted, args.ids, args.rows, args.top_k, args.experts, args.hidden,
+              args.out, args.out_stride, stream);
+}
+
+}  // namespace nanovllm::cuda
