@@ -84,7 +84,7 @@ MODELS = {
         family="qwen3_moe",
         config=dict(vocab_size=1024, hidden_size=64, intermediate_size=96,
                     moe_intermediate_size=40, num_hidden_layers=3, num_attention_heads=4,
-                    num_key_value_heads=2, head_dim=32, num_experts=8, num_experts_per_tok=3,
+                    num_key_value_heads=2, head_dim=64, num_experts=8, num_experts_per_tok=3,
                     norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[1],
                     tie_word_embeddings=False, bos_token_id=1, eos_token_id=2),
         generation_eos=[2], dtype=torch.bfloat16, old_style_config=True, shard_size=None,
