@@ -1,6 +1,7 @@
 // The CUDA backend's mixture-of-experts ops (moe_route, moe_experts) against the CPU ops on the
 // same random inputs, in f32, bf16 and f16: odd widths and real ones (Qwen3-30B-A3B), batches
-// from one row to thousands (both tile shapes of the grouped GEMMs and the per-pair path),
+// from one row to thousands (both tile shapes of the mma.sync grouped GEMMs, the CUTLASS ones
+// that bf16 takes at prefill sizes, and the per-pair path),
 // skewed routing (one expert takes every row, most experts idle), ids outside the experts,
 // ties in the router, and bit-exact repeats, graph replays and batch invariance.
 #include <fmt/format.h>
@@ -323,6 +324,90 @@ TEST_P(CudaMoeTest, ExpertsRowsDoNotDependOnTheBatch) {
     const std::vector<float> alone = gpu_experts(*w, one);
     EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + r * w->hidden))
         << label("row {}", r);
+  }
+}
+
+// Prefill-sized batches over 8 to 128 experts (bf16 takes CUTLASS's sm90 grouped GEMMs there,
+// f16 the mma.sync ones): widths that are and are not multiples of the GEMM tiles, small and
+// chunked align (ExpertsMatchCpuAtRealWidths has Qwen3-30B-A3B's widths at 520 rows).
+TEST_P(CudaMoeTest, ExpertsMatchCpuAtPrefillSizes) {
+  if (dtype() == DType::kF32) GTEST_SKIP() << "f32 takes the per-pair path";
+  for (const auto& [hidden, intermediate] : {std::pair<int64_t, int64_t>{136, 72}, {512, 256}}) {
+    for (int64_t experts : {8, 32, 128}) {
+      const std::unique_ptr<ExpertWeights> w = make_weights(hidden, intermediate, experts);
+      for (int64_t rows : {512, 2048}) {
+        expect_experts_match(*w, make_batch(*w, rows, 8), "prefill");
+      }
+    }
+  }
+}
+
+// Prefill-sized skew: one expert takes every pair and the other 127 none; one expert gets
+// exactly one pair (and another none) beside busy ones; ids outside the experts.
+TEST_P(CudaMoeTest, ExpertsAtPrefillSizesWithSkewedRouting) {
+  if (dtype() == DType::kF32) GTEST_SKIP() << "f32 takes the per-pair path";
+  const std::unique_ptr<ExpertWeights> w = make_weights(136, 72, 128);
+  {
+    Batch b = make_batch(*w, 4096, 1);
+    std::fill(b.ids.begin(), b.ids.end(), 5);
+    expect_experts_match(*w, b, "every pair to expert 5");
+  }
+  {
+    Batch b = make_batch(*w, 2048, 4);
+    for (int32_t& id : b.ids) {
+      if (id == 9 || id == 10) id = 11;
+    }
+    b.ids[777] = 9;  // expert 9: exactly one pair; expert 10: none
+    expect_experts_match(*w, b, "one pair for expert 9");
+  }
+  {
+    Batch b = make_batch(*w, 2048, 4);
+    std::uniform_int_distribution<int> coin(0, 3);
+    const int32_t bad[] = {-1, 128, 1000, INT_MIN, INT_MAX};
+    for (size_t i = 0; i < b.ids.size(); ++i) {
+      if (coin(rng_) == 0) b.ids[i] = bad[i % std::size(bad)];
+    }
+    for (int64_t j = 0; j < 4; ++j) b.ids[j] = -1;  // row 0: none inside
+    const std::vector<float> out = gpu_experts(*w, b);
+    for (int64_t h = 0; h < w->hidden; ++h) {
+      ASSERT_EQ(out[h], 0.0f) << label("row 0, column {}", h);
+    }
+    expect_relative_error(out, cpu_experts(*w, b), tolerance(),
+                          label("moe_experts with bad ids {}", name(*w, b)));
+  }
+}
+
+// At prefill sizes over many experts (the chunked align): the same bits run again and
+// replayed from a graph, which follows new values in the same tensors.
+TEST_P(CudaMoeTest, ExpertsAtPrefillSizesReplayInGraphs) {
+  if (dtype() == DType::kF32) GTEST_SKIP() << "f32 takes the per-pair path";
+  const std::unique_ptr<ExpertWeights> w = make_weights(256, 128, 64);
+  const int64_t rows = 2048, top_k = 8;
+  DeviceBatch d = upload(*w, make_batch(*w, rows, top_k));
+  run(*w, d);
+  const std::vector<float> first = download_floats(*gpu_, d.out.tensor());
+  poison(*gpu_, d.out.tensor());
+  run(*w, d);
+  EXPECT_EQ(download_floats(*gpu_, d.out.tensor()), first) << label("rerun T {}", rows);
+  std::unique_ptr<CapturedGraph> graph = gpu_->capture([&] { run(*w, d); });
+  ASSERT_NE(graph, nullptr);
+  for (int round = 0; round < 2; ++round) {
+    Batch b = make_batch(*w, rows, top_k);
+    if (round == 1) {
+      for (int32_t& id : b.ids) id = id % 2 == 0 ? id : 3;  // skewed this time
+    }
+    upload_into(*gpu_, d.x.tensor(), b.x);
+    gpu_->upload(d.ids.tensor(), b.ids.data());
+    upload_into(*gpu_, d.weights.tensor(), b.weights);
+    poison(*gpu_, d.out.tensor());
+    graph->replay();
+    const std::vector<float> replayed = download_floats(*gpu_, d.out.tensor());
+    expect_relative_error(replayed, cpu_experts(*w, b), tolerance(),
+                          label("replay round {} {}", round, name(*w, b)));
+    poison(*gpu_, d.out.tensor());
+    run(*w, d);
+    EXPECT_EQ(replayed, download_floats(*gpu_, d.out.tensor()))
+        << label("replay T {} round {}", rows, round);
   }
 }
 

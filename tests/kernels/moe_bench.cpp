@@ -8,8 +8,10 @@
 //   over distinct routings and two copies of the weights, so that L2 does not keep them;
 // - at prefill sizes (2,048 to 16,384 rows), against the dense bf16 peak measured in the same
 //   run (an 8192 x 8192 x 8192 cuBLASLt product), counting 2 * T * k * 3 * H * I flops.
-// The router is timed apart. At 1, 256, 2,048 and 16,384 rows the stages of moe_experts are also
-// timed cumulatively (align; + gate_up; + down; + combine). Each figure is a call in a graph of
+// The router is timed apart. At 1, 256, 2,048 and 16,384 rows the stages of moe_experts' mma.sync
+// path are also timed cumulatively (align; + gate_up; + down; + combine), and at 2,048 and
+// 16,384 those of the CUTLASS path that bf16 prefill takes (align; + gather; + gate_up;
+// + silu_mul; + down; + combine). Each figure is a call in a graph of
 // back-to-back calls, median of replays.
 //   usage: moe_bench
 #include <cuda_runtime.h>
@@ -156,6 +158,60 @@ void time_stages(int rows, int intermediate, const std::vector<const Routing*>& 
   std::printf("\n");
 }
 
+// The same for the Hopper path of bf16 prefill (cuda::moe_cutlass_experts): align; + gather;
+// + gate_up; + silu_mul; + down; + combine.
+void time_cutlass_stages(int rows, int intermediate, const Routing& routing, const char* gate_up,
+                         const char* down, const DeviceBuffer& x, const DeviceBuffer& out,
+                         cudaStream_t stream) {
+  cuda::MoeCutlassArgs c;
+  cuda::MoeGemmArgs& gemm = c.gemm;
+  gemm.dtype = DType::kBF16;
+  gemm.pairs = static_cast<int64_t>(rows) * kTopK;
+  gemm.experts = kExperts;
+  gemm.top_k = kTopK;
+  gemm.hidden = kModelHidden;
+  gemm.intermediate = intermediate;
+  gemm.tiles = cuda::MoeTiles::kPrefill;
+  gemm.map.tile_rows = cuda::moe_tile_rows(gemm.tiles);
+  gemm.map.max_tiles = cuda::moe_max_tiles(gemm.pairs, kExperts, gemm.map.tile_rows);
+  const int64_t slots = gemm.map.max_tiles * gemm.map.tile_rows;
+  DeviceBuffer sorted(size_t{4} * slots), tile_experts(size_t{4} * gemm.map.max_tiles), count(4),
+      align_scratch(size_t{4} * cuda::moe_align_scratch_ints(gemm.pairs, kExperts)),
+      xs(size_t{2} * slots * kModelHidden), gu(size_t{4} * slots * intermediate),
+      act(size_t{2} * slots * intermediate), pair_slots(size_t{4} * gemm.pairs),
+      scratch(cuda::moe_cutlass_scratch_bytes(kExperts));
+  gemm.map.sorted_pairs = sorted.get<int32_t>();
+  gemm.map.tile_experts = tile_experts.get<int32_t>();
+  gemm.map.num_tiles = count.get<int32_t>();
+  gemm.map.align_scratch = align_scratch.get<int32_t>();
+  c.ids = routing.ids.get<int32_t>();
+  c.x = x.get();
+  c.x_stride = kModelHidden;
+  c.gate_up = gate_up;
+  c.down = down;
+  c.xs = xs.get();
+  c.gu = gu.get();
+  c.act = act.get();
+  c.y = xs.get();
+  c.pair_slots = pair_slots.get<int32_t>();
+  c.scratch = scratch.get();
+  const char* names[] = {"align", "+ gather", "+ gate_up", "+ silu_mul", "+ down", "+ combine"};
+  std::printf("  CUTLASS stages at %d rows, I %d:", rows, intermediate);
+  for (int stages = 1; stages <= 6; ++stages) {
+    c.stages = stages;
+    const double us = 1e3 * time_graph_ms(stream, [&] {
+                        cuda::moe_cutlass_experts(c, stream);
+                        if (stages >= 6) {
+                          cuda::moe_combine_slots(
+                              DType::kBF16, c.y, c.pair_slots, c.ids, routing.weights.get<float>(),
+                              rows, kTopK, kExperts, kModelHidden, out.get(), kModelHidden, stream);
+                        }
+                      });
+    std::printf("  %s %.2f us", names[stages - 1], us);
+  }
+  std::printf("\n");
+}
+
 int run(cudaStream_t stream, const cudaDeviceProp& properties) {
   cuda::register_cuda_allocator();
   std::mt19937 rng(1);
@@ -268,6 +324,7 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties) {
     for (const Routing& r : prefill_routings) {
       if (&r == &prefill_routings[1]) continue;  // the smallest and the largest
       time_stages(r.rows, intermediate, {&r}, gate_ups, downs, x, out, stream);
+      time_cutlass_stages(r.rows, intermediate, r, gate_ups[0], downs[0], x, out, stream);
     }
   }
   return 0;

@@ -12,6 +12,9 @@
 //   moe_down      per row tile, act @ the expert's down rows^T times the routing weight ->
 //                 weighted [pairs, hidden], row t * top_k + j;
 //   moe_combine   out[t] = the sum over j of weighted[t * top_k + j], in j order, rounded once.
+// In bf16 at the prefill tiles, moe_cutlass_experts stands in for moe_gate_up and moe_down:
+// x rows gathered in slot order, CUTLASS's sm90 grouped GEMMs (wgmma, TMA) with SiLU * up
+// between them, and moe_combine_slots weighs and sums each row's pairs.
 // The number of row tiles is known on the device only: the GEMMs are launched for an upper
 // bound and the surplus CTAs exit. In f32 (and for widths the tensor cores cannot take) plain
 // per-pair kernels (moe_gate_up_simt, moe_down_simt) stand in for align and the GEMMs.
@@ -162,5 +165,42 @@ void moe_down_simt(DType dtype, const void* act, const int32_t* ids, const float
 void moe_combine(DType dtype, const void* weighted, const int32_t* ids, int64_t rows, int top_k,
                  int64_t experts, int64_t hidden, void* out, int64_t out_stride,
                  cudaStream_t stream);
+
+// out[t] = round(sum over j in order of round(y[pair_slots[p]] * weights[p])), p = t * top_k
+// + j, the pairs whose id is outside [0, experts) left out (zeros when none is left): the
+// combine of the Hopper path, whose down products y [slots, hidden] are by slot.
+void moe_combine_slots(DType dtype, const void* y, const int32_t* pair_slots, const int32_t* ids,
+                       const float* weights, int64_t rows, int top_k, int64_t experts,
+                       int64_t hidden, void* out, int64_t out_stride, cudaStream_t stream);
+
+// ---- The Hopper path (bf16, prefill tiles; moe_cutlass.cu) -----------------------------------
+
+// What moe_cutlass_experts takes: the batch (gemm.tiles kPrefill, gemm.dtype bf16) and its
+// buffers, all 16-byte aligned; slots = gemm.map.max_tiles * gemm.map.tile_rows.
+struct MoeCutlassArgs {
+  MoeGemmArgs gemm;
+  const int32_t* ids = nullptr;  // [pairs]
+  const void* x = nullptr;       // [rows, hidden], rows x_stride (a multiple of 8) apart
+  int64_t x_stride = 0;
+  const void* gate_up = nullptr;  // [experts, 2 intermediate, hidden]
+  const void* down = nullptr;     // [experts, hidden, intermediate]
+  void* xs = nullptr;             // [slots, hidden]: x rows in slot order
+  void* gu = nullptr;             // [slots, 2 intermediate]
+  void* act = nullptr;            // [slots, intermediate]
+  void* y = nullptr;              // [slots, hidden]: may be xs (read before y is written)
+  int32_t* pair_slots = nullptr;  // [pairs]: the slot of each pair whose id is an expert
+  void* scratch = nullptr;        // moe_cutlass_scratch_bytes(experts), 256-byte aligned
+  // For moe_bench: the stages to run, of align, gather (sizes, pointers and x rows), gate_up,
+  // silu_mul, down.
+  int stages = 5;
+};
+
+// Bytes of the grouped GEMMs' device arrays and CUTLASS's workspace.
+size_t moe_cutlass_scratch_bytes(int64_t experts);
+
+// moe_align, then y[s] = round(silu_mul(x[pair / top_k] @ gate_up[e]^T) @ down[e]^T) for every
+// slot s holding a pair (e its expert) and pair_slots; moe_combine_slots finishes the op.
+// CUTLASS's sm90 grouped GEMMs (wgmma, TMA), sized on the device: no host sync.
+void moe_cutlass_experts(const MoeCutlassArgs& args, cudaStream_t stream);
 
 }  // namespace nanovllm::cuda

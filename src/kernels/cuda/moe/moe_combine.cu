@@ -11,8 +11,11 @@ namespace {
 
 constexpr int kGroup = 8;  // slots whose loads are in flight together
 
-template <typename T, int kWidth>
-__global__ void moe_combine_kernel(const T* weighted, const int32_t* ids, int top_k, int experts,
+// kSlots: `weighted` is y [slots, hidden] by slot, pair p's row y[pair_slots[p]], times its
+// routing weight and rounded here (the Hopper path); else [pairs, hidden], weighted already.
+template <typename T, int kWidth, bool kSlots>
+__global__ void moe_combine_kernel(const T* weighted, const int32_t* pair_slots,
+                                   const float* weights, const int32_t* ids, int top_k, int experts,
                                    int64_t hidden, T* out, int64_t out_stride) {
   start_after_prior_kernels();
   const int64_t row = blockIdx.x;
@@ -33,7 +36,16 @@ __global__ void moe_combine_kernel(const T* weighted, const int32_t* ids, int to
         const int j = j0 + u;
         const int expert = j < top_k ? row_ids[j] : -1;
         used[u] = expert >= 0 && expert < experts;  // else never computed: adds nothing
-        if (used[u]) load_floats<T, kWidth>(first + j * hidden + h, v[u]);
+        if (!used[u]) continue;
+        if constexpr (kSlots) {
+          const int64_t pair = row * top_k + j;
+          load_floats<T, kWidth>(weighted + pair_slots[pair] * hidden + h, v[u]);
+          const float weight = weights[pair];
+#pragma unroll
+          for (int i = 0; i < kWidth; ++i) v[u][i] = round_to<T>(v[u][i] * weight);
+        } else {
+          load_floats<T, kWidth>(first + j * hidden + h, v[u]);
+        }
       }
 #pragma unroll
       for (int u = 0; u < kGroup; ++u) {
@@ -46,11 +58,11 @@ __global__ void moe_combine_kernel(const T* weighted, const int32_t* ids, int to
   }
 }
 
-}  // namespace
-
-void moe_combine(DType dtype, const void* weighted, const int32_t* ids, int64_t rows, int top_k,
-                 int64_t experts, int64_t hidden, void* out, int64_t out_stride,
-                 cudaStream_t stream) {
+template <bool kSlots>
+void launch_combine(DType dtype, const void* weighted, const int32_t* pair_slots,
+                    const float* weights, const int32_t* ids, int64_t rows, int top_k,
+                    int64_t experts, int64_t hidden, void* out, int64_t out_stride,
+                    cudaStream_t stream) {
   if (rows == 0 || hidden == 0) return;
   NVLLM_CHECK_LE(rows, int64_t{INT32_MAX});
   dispatch_float_dtype(dtype, "moe_combine", [&](auto tag) {
@@ -60,13 +72,32 @@ void moe_combine(DType dtype, const void* weighted, const int32_t* ids, int64_t 
     const auto grid = static_cast<unsigned>(rows);
     if (vectorizable<T>({weighted, out}, {hidden, out_stride})) {
       constexpr int kWidth = kVecWidth<T>;
-      launch_kernel(moe_combine_kernel<T, kWidth>, grid, threads_for(hidden / kWidth), 0, stream,
-                    in, ids, top_k, static_cast<int>(experts), hidden, o, out_stride);
+      launch_kernel(moe_combine_kernel<T, kWidth, kSlots>, grid, threads_for(hidden / kWidth), 0,
+                    stream, in, pair_slots, weights, ids, top_k, static_cast<int>(experts), hidden,
+                    o, out_stride);
     } else {
-      launch_kernel(moe_combine_kernel<T, 1>, grid, threads_for(hidden), 0, stream, in, ids, top_k,
-                    static_cast<int>(experts), hidden, o, out_stride);
+      launch_kernel(moe_combine_kernel<T, 1, kSlots>, grid, threads_for(hidden), 0, stream, in,
+                    pair_slots, weights, ids, top_k, static_cast<int>(experts), hidden, o,
+                    out_stride);
     }
   });
+}
+
+}  // namespace
+
+void moe_combine(DType dtype, const void* weighted, const int32_t* ids, int64_t rows, int top_k,
+                 int64_t experts, int64_t hidden, void* out, int64_t out_stride,
+                 cudaStream_t stream) {
+  launch_combine<false>(dtype, weighted, nullptr, nullptr, ids, rows, top_k, experts, hidden, out,
+                        out_stride, stream);
+}
+
+void moe_combine_slots(DType dtype, const void* y, const int32_t* pair_slots, const int32_t* ids,
+                       const float* weights, int64_t rows, int top_k, int64_t experts,
+                       int64_t hidden, void* out, int64_t out_stride, cudaStream_t stream) {
+  NVLLM_CHECK_MSG(pair_slots != nullptr && weights != nullptr, "moe_combine_slots: no slots");
+  launch_combine<true>(dtype, y, pair_slots, weights, ids, rows, top_k, experts, hidden, out,
+                       out_stride, stream);
 }
 
 }  // namespace nanovllm::cuda

@@ -1,5 +1,6 @@
-// moe_experts(): the scratch layout, the choice between the tensor-core path (align, the two
-// grouped GEMMs) and the per-pair kernels, and the tile shape for the batch.
+// moe_experts(): the scratch layout, the choice between the tensor-core paths (align, the two
+// grouped GEMMs: CUTLASS's sm90 ones for bf16 at the prefill tiles, else mma.sync) and the
+// per-pair kernels, and the tile shape for the batch.
 #include <cstdint>
 
 #include "core/check.h"
@@ -21,6 +22,7 @@ bool aligned_16(const void* pointer) {
 // Byte offsets of moe_experts' buffers in its scratch.
 struct ScratchLayout {
   bool tensor_cores = false;
+  bool cutlass = false;  // moe_cutlass_experts
   MoeTiles tiles = MoeTiles::kDecode;
   MoeTileMap map;  // tile_rows and max_tiles; the pointers are set from the offsets below
   size_t sorted_pairs = 0;
@@ -29,6 +31,11 @@ struct ScratchLayout {
   size_t align_scratch = 0;
   size_t act = 0;       // [slots or pairs, intermediate]
   size_t weighted = 0;  // [pairs, hidden]
+  // The CUTLASS path's own buffers (act above is [slots, intermediate]; no weighted).
+  size_t xs = 0;          // [slots, hidden], then y
+  size_t gu = 0;          // [slots, 2 intermediate]
+  size_t pair_slots = 0;  // [pairs]
+  size_t cutlass_scratch = 0;
   size_t total = 0;
 };
 
@@ -53,9 +60,17 @@ ScratchLayout layout_for(const MoeExpertsArgs& args) {
     layout.tile_experts = take(layout.map.max_tiles * 4);
     layout.num_tiles = take(4);
     layout.align_scratch = take(moe_align_scratch_ints(pairs, args.experts) * 4);
+    layout.cutlass = args.dtype == DType::kBF16 && layout.tiles == MoeTiles::kPrefill;
   }
   layout.act = take(act_rows * args.intermediate * element);
-  layout.weighted = take(pairs * args.hidden * element);
+  if (layout.cutlass) {
+    layout.xs = take(act_rows * args.hidden * element);
+    layout.gu = take(act_rows * 2 * args.intermediate * element);
+    layout.pair_slots = take(pairs * 4);
+    layout.cutlass_scratch = take(static_cast<int64_t>(moe_cutlass_scratch_bytes(args.experts)));
+  } else {
+    layout.weighted = take(pairs * args.hidden * element);
+  }
   layout.total = end;
   return layout;
 }
@@ -99,6 +114,37 @@ void moe_experts(const MoeExpertsArgs& args, void* scratch, cudaStream_t stream)
   char* base = static_cast<char*>(scratch);
   void* act = base + layout.act;
   void* weighted = base + layout.weighted;
+  if (pairs > 0 && layout.cutlass) {
+    MoeCutlassArgs c;
+    MoeGemmArgs& gemm = c.gemm;
+    gemm.dtype = args.dtype;
+    gemm.tiles = layout.tiles;
+    gemm.pairs = pairs;
+    gemm.experts = args.experts;
+    gemm.top_k = args.top_k;
+    gemm.hidden = args.hidden;
+    gemm.intermediate = args.intermediate;
+    gemm.map = layout.map;
+    gemm.map.sorted_pairs = reinterpret_cast<int32_t*>(base + layout.sorted_pairs);
+    gemm.map.tile_experts = reinterpret_cast<int32_t*>(base + layout.tile_experts);
+    gemm.map.num_tiles = reinterpret_cast<int32_t*>(base + layout.num_tiles);
+    gemm.map.align_scratch = reinterpret_cast<int32_t*>(base + layout.align_scratch);
+    c.ids = args.ids;
+    c.x = args.x;
+    c.x_stride = args.x_stride;
+    c.gate_up = args.gate_up;
+    c.down = args.down;
+    c.xs = base + layout.xs;
+    c.gu = base + layout.gu;
+    c.act = act;
+    c.y = c.xs;
+    c.pair_slots = reinterpret_cast<int32_t*>(base + layout.pair_slots);
+    c.scratch = base + layout.cutlass_scratch;
+    moe_cutlass_experts(c, stream);
+    moe_combine_slots(args.dtype, c.y, c.pair_slots, args.ids, args.weights, args.rows, args.top_k,
+                      args.experts, args.hidden, args.out, args.out_stride, stream);
+    return;
+  }
   if (pairs > 0 && layout.tensor_cores) {
     MoeGemmArgs gemm;
     gemm.dtype = args.dtype;
