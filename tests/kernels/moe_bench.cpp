@@ -119,7 +119,7 @@ void time_stages(int rows, int intermediate, const std::vector<const Routing*>& 
   gemm.top_k = kTopK;
   gemm.hidden = kModelHidden;
   gemm.intermediate = intermediate;
-  gemm.tiles = cuda::moe_tiles_for(gemm.pairs, kExperts);
+  gemm.tiles = cuda::moe_tiles_for(gemm.pairs, kExperts, gemm.dtype);
   gemm.map.tile_rows = cuda::moe_tile_rows(gemm.tiles);
   gemm.map.max_tiles = cuda::moe_max_tiles(gemm.pairs, kExperts, gemm.map.tile_rows);
   const int64_t slots = gemm.map.max_tiles * gemm.map.tile_rows;

@@ -94,8 +94,8 @@ enum class MoeTiles { kDecode, kPrefill };
 // Rows of a tile, the unit each expert's run of pairs is padded to.
 int moe_tile_rows(MoeTiles tiles);
 
-// The tile shape for `pairs` (rows * top_k) pairs over `experts` experts.
-MoeTiles moe_tiles_for(int64_t pairs, int64_t experts);
+// The tile shape for `pairs` (rows * top_k) pairs over `experts` experts in `dtype`.
+MoeTiles moe_tiles_for(int64_t pairs, int64_t experts, DType dtype);
 
 // Whether the tensor-core path serves these operands (else the per-pair kernels do).
 bool moe_tensor_cores_serve(const MoeExpertsArgs& args);
