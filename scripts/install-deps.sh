@@ -23,6 +23,10 @@ $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-rec
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -r tools/requirements-test.txt
+# CUTLASS's headers for the CUDA backend's grouped GEMMs, which CMake finds through .venv's
+# Python: the headers alone (the package's Python dependencies, scipy and cuda-python among
+# them, serve its code generator, which the build does not use).
+.venv/bin/python -m pip install -q --no-deps nvidia-cutlass==4.2.0.0
 
 # The Python package is tested as users install it, `pip install .` into a virtual environment
 # of its own (scripts/test-python-package.sh), with the same test packages.
