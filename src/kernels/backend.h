@@ -217,7 +217,7 @@ class Backend {
   // silu_mul round them, and so is each expert's weighted output; the sum over j is taken in
   // f32 and rounded once. An id outside [0, E) is an error on the CPU and adds nothing on a GPU.
   // x [T, H]; ids int32 [T, k]; weights f32 [T, k]; gate_up [E, 2I, H] (each expert's gate rows,
-  // then its up rows); down [E, H, I]; out [T, H]
+  // then its up rows); down [E, H, I]; out [T, H], which may be x
   virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                            const Tensor& gate_up, const Tensor& down, Tensor out) = 0;
 

@@ -150,6 +150,12 @@ TEST(MoeExperts, EachRowThroughItsWeightedExperts) {
     expect_close(out.tensor, reference_experts(x.tensor, ids, weights, gate_up.tensor, down.tensor),
                  1e-4, 1e-5, fmt::format("{} rows, {} experts, top {}", rows, experts, top_k));
 
+    // Over its own input: the same values.
+    const std::vector<float> out_of_place = test::to_vector(out.tensor);
+    backend->moe_experts(x.tensor, id_tensor.tensor, weight_tensor.tensor, gate_up.tensor,
+                         down.tensor, x.tensor);
+    EXPECT_EQ(test::to_vector(x.tensor), out_of_place);
+
     ids[0] = static_cast<int32_t>(experts);  // past the last expert
     std::copy(ids.begin(), ids.end(), id_tensor.tensor.data_as<int32_t>());
     EXPECT_THROW(backend->moe_experts(x.tensor, id_tensor.tensor, weight_tensor.tensor,

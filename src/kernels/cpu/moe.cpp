@@ -76,12 +76,13 @@ void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, cons
   const float* gate_up_data = gate_up.data_as<float>();
   const float* down_data = down.data_as<float>();
   float* out_data = out.data_as<float>();
+  // Each row reads its own x row only and is written once done with it: out may be x.
   pool.parallel_for(rows, top_k * 3 * inter * hidden, [&](int64_t begin, int64_t end) {
     std::vector<float> act(inter);
+    std::vector<float> sum(hidden);
     for (int64_t r = begin; r < end; ++r) {
       const float* row = x_data + r * hidden;
-      float* out_row = out_data + r * hidden;
-      std::fill(out_row, out_row + hidden, 0.0f);
+      std::fill(sum.begin(), sum.end(), 0.0f);
       for (int64_t j = 0; j < top_k; ++j) {
         const int64_t expert = id_data[r * top_k + j];
         const float* w_gate = gate_up_data + expert * 2 * inter * hidden;
@@ -94,10 +95,10 @@ void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, cons
         const float* w_down = down_data + expert * hidden * inter;
         const float weight = weight_data[r * top_k + j];
         for (int64_t h = 0; h < hidden; ++h) {
-          out_row[h] +=
-              weight * std::inner_product(act.begin(), act.end(), w_down + h * inter, 0.0f);
+          sum[h] += weight * std::inner_product(act.begin(), act.end(), w_down + h * inter, 0.0f);
         }
       }
+      std::copy(sum.begin(), sum.end(), out_data + r * hidden);
     }
   });
 }

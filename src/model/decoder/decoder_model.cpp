@@ -53,7 +53,6 @@ struct DecoderModel::Workspace {
   Buffer router_logits;   // [T, experts]
   Buffer expert_ids;      // i32 [T, experts_per_token]
   Buffer expert_weights;  // f32 [T, experts_per_token]
-  Buffer moe_out;         // [T, H]
   Buffer last_hidden;     // [B, H]
   Buffer logits;          // [B, vocab]
   Buffer shard_logits;    // [B, this rank's vocab], over several ranks
@@ -74,7 +73,6 @@ struct DecoderModel::Activations {
   Tensor router_logits;   // [T, experts], in a model with experts
   Tensor expert_ids;      // i32 [T, experts_per_token]
   Tensor expert_weights;  // f32 [T, experts_per_token]
-  Tensor moe_out;         // [T, H]
   Tensor last_hidden;     // [B, H]
   Tensor logits;          // f32 [B, V]
   Tensor shard_logits;    // f32 [B, V / ranks], over several ranks
@@ -202,7 +200,6 @@ void DecoderModel::reserve(int64_t tokens, int64_t logit_rows) {
       reserve_buffer(ws.router_logits, tokens * c.moe.experts * elem, device);
       reserve_buffer(ws.expert_ids, chosen * sizeof(int32_t), device);
       reserve_buffer(ws.expert_weights, chosen * sizeof(float), device);
-      reserve_buffer(ws.moe_out, tokens * hidden * elem, device);
     }
     ws.token_capacity = tokens;
   }
@@ -247,7 +244,6 @@ Tensor DecoderModel::forward(const ForwardBatch& batch, const std::vector<LayerK
     a.router_logits = ws.router_logits.as_tensor(dtype, {tokens, c.moe.experts});
     a.expert_ids = ws.expert_ids.as_tensor(DType::kI32, {tokens, chosen});
     a.expert_weights = ws.expert_weights.as_tensor(DType::kF32, {tokens, chosen});
-    a.moe_out = ws.moe_out.as_tensor(dtype, {tokens, hidden});
   }
   a.last_hidden = ws.last_hidden.as_tensor(dtype, {rows, hidden});
   a.logits = ws.logits.as_tensor(DType::kF32, {rows, c.vocab_size});
@@ -326,50 +322,45 @@ Tensor DecoderModel::forward_rows(const ForwardBatch& batch,
   auto dump_layer = [&](int layer, std::string_view what, const Tensor& t) {
     if (dumper.enabled()) dumper.dump(fmt::format("layer{}.{}", layer, what), t);
   };
-  // The MLP's output: a.h, or, after experts (whose output cannot overwrite their input), the
-  // other of a.h and a.moe_out, which then trade places.
-  Tensor h = a.h;
-  Tensor spare = a.moe_out;
   for (int i = 0; i < config_.num_hidden_layers; ++i) {
     const DecoderLayerWeights& w = weights_.layers[i];
     if (i == 0) {
-      backend_.rms_norm(a.residual, w.input_layernorm, eps, h);  // h [T, H]
+      backend_.rms_norm(a.residual, w.input_layernorm, eps, a.h);  // h [T, H]
     } else {
-      backend_.add_rms_norm(h, a.residual, w.input_layernorm, eps);  // residual += h; h = norm
+      backend_.add_rms_norm(a.h, a.residual, w.input_layernorm, eps);  // residual += h; h = norm
       dump_layer(i - 1, "output", a.residual);
     }
-    dump_layer(i, "input_norm", h);
+    dump_layer(i, "input_norm", a.h);
 
-    backend_.linear(h, w.qkv_proj, a.qkv);  // [T, (nq + 2 nkv) D]
+    backend_.linear(a.h, w.qkv_proj, a.qkv);  // [T, (nq + 2 nkv) D]
     if (w.qkv_bias.defined()) backend_.add_bias(a.qkv, w.qkv_bias);
     dump_layer(i, "qkv", a.qkv);
     attend(i, batch, kv_cache[i], a);
-    backend_.linear(a.attn, w.o_proj, h);  // [T, H]; over ranks, a partial sum
-    if (shard_.tp.size > 1) backend_.all_reduce_sum(h);
-    dump_layer(i, "attn_out", h);
+    backend_.linear(a.attn, w.o_proj, a.h);  // [T, H]; over ranks, a partial sum
+    if (shard_.tp.size > 1) backend_.all_reduce_sum(a.h);
+    dump_layer(i, "attn_out", a.h);
 
-    backend_.add_rms_norm(h, a.residual, w.post_attention_layernorm, eps);  // residual += attn
-    dump_layer(i, "post_attention_norm", h);
+    backend_.add_rms_norm(a.h, a.residual, w.post_attention_layernorm, eps);  // residual += attn
+    dump_layer(i, "post_attention_norm", a.h);
     if (config_.moe.is_sparse(i)) {
-      experts(i, h, spare, a);
-      std::swap(h, spare);
+      experts(i, a);  // [T, H]; over ranks, a partial sum
     } else {
-      backend_.linear(h, w.gate_up_proj, a.gate_up);  // [T, 2 I]
+      backend_.linear(a.h, w.gate_up_proj, a.gate_up);  // [T, 2 I]
       dump_layer(i, "gate_up", a.gate_up);
       backend_.silu_mul(a.gate_up, a.act);  // [T, I]
       dump_layer(i, "mlp_act", a.act);
-      backend_.linear(a.act, w.down_proj, h);  // [T, H]; over ranks, a partial sum
+      backend_.linear(a.act, w.down_proj, a.h);  // [T, H]; over ranks, a partial sum
     }
-    if (shard_.tp.size > 1) backend_.all_reduce_sum(h);
-    dump_layer(i, "mlp_out", h);
+    if (shard_.tp.size > 1) backend_.all_reduce_sum(a.h);
+    dump_layer(i, "mlp_out", a.h);
   }
-  backend_.add_rms_norm(h, a.residual, weights_.norm, eps);  // residual += mlp; h = final norm
+  backend_.add_rms_norm(a.h, a.residual, weights_.norm, eps);  // residual += mlp; h = final norm
   dump_layer(config_.num_hidden_layers - 1, "output", a.residual);
-  dumper.dump("final_norm", h);
+  dumper.dump("final_norm", a.h);
 
   // Row indices increase, so with as many rows as tokens (decode) the gather is the identity.
-  const Tensor sampled_hidden = a.rows == a.tokens ? h : a.last_hidden;  // [B, H]
-  if (a.rows != a.tokens) backend_.gather_rows(h, batch.last_token_indices, a.last_hidden);
+  const Tensor sampled_hidden = a.rows == a.tokens ? a.h : a.last_hidden;  // [B, H]
+  if (a.rows != a.tokens) backend_.gather_rows(a.h, batch.last_token_indices, a.last_hidden);
   dumper.dump("last_hidden", sampled_hidden);
   if (shard_.tp.size > 1) {
     backend_.linear(sampled_hidden, weights_.lm_head, a.shard_logits);  // [B, V / ranks]
@@ -381,16 +372,15 @@ Tensor DecoderModel::forward_rows(const ForwardBatch& batch,
   return a.logits;
 }
 
-void DecoderModel::experts(int layer, const Tensor& x, Tensor out, const Activations& a) {
+void DecoderModel::experts(int layer, const Activations& a) {
   const DecoderLayerWeights& w = weights_.layers[layer];
   const MixtureOfExperts& moe = config_.moe;
   TensorDumper& dumper = workspace_->dumper;
   // Every rank routes the same rows with the whole router, so all pick the same experts.
-  backend_.linear(x, w.router, a.router_logits);  // [T, experts]
+  backend_.linear(a.h, w.router, a.router_logits);  // [T, experts]
   backend_.moe_route(a.router_logits, moe.experts_per_token, moe.normalize_weights,
                      a.expert_weights, a.expert_ids);
-  backend_.moe_experts(x, a.expert_ids, a.expert_weights, w.expert_gate_up, w.expert_down,
-                       out);  // [T, H]; over ranks, a partial sum
+  backend_.moe_experts(a.h, a.expert_ids, a.expert_weights, w.expert_gate_up, w.expert_down, a.h);
   if (dumper.enabled()) {
     dumper.dump(fmt::format("layer{}.router_logits", layer), a.router_logits);
     dumper.dump(fmt::format("layer{}.expert_ids", layer), a.expert_ids);

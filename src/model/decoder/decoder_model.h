@@ -39,9 +39,9 @@ class DecoderModel final : public CausalLM {
   // q/k norm, rotary, this step's K/V into the cache and attention: a.qkv -> a.attn.
   void attend(int layer, const ForwardBatch& batch, const LayerKVCache& cache,
               const Activations& a);
-  // A sparse layer's MLP: the router's choice of experts for each row of x, and their
-  // weighted outputs into `out` (not x).  x, out [T, H]
-  void experts(int layer, const Tensor& x, Tensor out, const Activations& a);
+  // A sparse layer's MLP in place on a.h: the router's choice of experts for each row, and
+  // their weighted outputs.
+  void experts(int layer, const Activations& a);
 
   ModelConfig config_;
   DecoderShard shard_;
