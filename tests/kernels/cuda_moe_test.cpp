@@ -41,25 +41,10 @@ struct Batch {
   std::vector<float> weights;  // [rows, top_k]
 };
 
-class CudaMoeTest : public ::testing::TestWithParam<DType> {
+class CudaMoeTest : public CudaAgainstCpuTest {
  protected:
-  void SetUp() override {
-    NVLLM_REQUIRE_CUDA();
-    gpu_ = make_cuda_backend(GetParam());
-    cpu_ = make_cpu_backend(0);
-  }
+  CudaMoeTest() { rng_.seed(20250611); }
 
-  DType dtype() const { return GetParam(); }
-  double tolerance() const { return relative_tolerance(dtype()); }
-  template <typename... Args>
-  std::string label(fmt::format_string<Args...> what, Args&&... args) const {
-    return fmt::format("{} {}", fmt::format(what, std::forward<Args>(args)...),
-                       dtype_label(dtype()));
-  }
-
-  std::vector<float> random(size_t n, float lo = -1.0f, float hi = 1.0f) {
-    return round_to(dtype(), random_floats(n, rng_, lo, hi));
-  }
   // The same from a cheaper generator (xorshift64*), for the hundreds of millions of weights of
   // the real widths.
   std::vector<float> fast_random(size_t n, float lo, float hi) {
@@ -173,11 +158,25 @@ class CudaMoeTest : public ::testing::TestWithParam<DType> {
     expect_relative_error(gpu_experts(w, b), cpu_experts(w, b), tolerance(),
                           label("moe_experts {} {}", what, name(w, b)));
   }
-
-  std::unique_ptr<Backend> gpu_;
-  std::unique_ptr<Backend> cpu_;
-  std::mt19937 rng_{20250611};
 };
+
+// out may be x (the model writes the experts' output over their input): the same bits as into
+// another tensor, at decode sizes, prefill sizes and on the per-pair path (widths not multiples
+// of 8).
+TEST_P(CudaMoeTest, OutputOverTheInputGivesTheSameBits) {
+  for (const auto& [hidden, intermediate] : {std::pair<int64_t, int64_t>{136, 72}, {30, 20}}) {
+    const std::unique_ptr<ExpertWeights> w = make_weights(hidden, intermediate, 16);
+    for (int64_t rows : {3, 700}) {
+      const Batch b = make_batch(*w, rows, 4);
+      DeviceBatch d = upload(*w, b);
+      run(*w, d);
+      const std::vector<float> expected = download_floats(*gpu_, d.out.tensor());
+      gpu_->moe_experts(d.x.tensor(), d.ids.tensor(), d.weights.tensor(), w->gpu_gate_up->tensor(),
+                        w->gpu_down->tensor(), d.x.tensor());
+      EXPECT_EQ(download_floats(*gpu_, d.x.tensor()), expected) << label("{}", name(*w, b));
+    }
+  }
+}
 
 // Widths that are multiples of 8 but not of the tiles' 64 (and one narrower than a tile's
 // depth), every expert count and top_k up to 8, batches from 1 row to 3000: both tile shapes.

@@ -19,27 +19,10 @@
 namespace nanovllm::test {
 namespace {
 
-class CudaOpsTest : public ::testing::TestWithParam<DType> {
+class CudaOpsTest : public CudaAgainstCpuTest {
  protected:
-  void SetUp() override {
-    NVLLM_REQUIRE_CUDA();
-    gpu_ = make_cuda_backend(GetParam());
-    cpu_ = make_cpu_backend(2);
-  }
+  CudaOpsTest() { cpu_threads_ = 2; }
 
-  DType dtype() const { return GetParam(); }
-  double tolerance() const { return relative_tolerance(dtype()); }
-  // "what" followed by the dtype, for failure messages.
-  template <typename... Args>
-  std::string label(fmt::format_string<Args...> what, Args&&... args) const {
-    return fmt::format("{} {}", fmt::format(what, std::forward<Args>(args)...),
-                       dtype_label(dtype()));
-  }
-
-  // Random values already rounded to the compute dtype, so both backends see the same inputs.
-  std::vector<float> random(size_t n, float lo = -1.0f, float hi = 1.0f) {
-    return round_to(dtype(), random_floats(n, rng_, lo, hi));
-  }
   std::vector<int32_t> random_ints(size_t n, int32_t lo, int32_t hi) {
     std::uniform_int_distribution<int32_t> dist(lo, hi);
     std::vector<int32_t> values(n);
@@ -53,10 +36,6 @@ class CudaOpsTest : public ::testing::TestWithParam<DType> {
     poison(*gpu_, out.tensor());
     return out;
   }
-
-  std::unique_ptr<Backend> gpu_;
-  std::unique_ptr<Backend> cpu_;
-  std::mt19937 rng_{20240611};
 };
 
 TEST_P(CudaOpsTest, UploadDownloadRoundTripAndHostReuse) {

@@ -4,6 +4,7 @@
 // ||actual - expected|| / ||expected|| with a bound per dtype.
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/buffer.h"
@@ -196,5 +198,34 @@ inline std::vector<float> rotary_table(int max_positions, int head_dim) {
 inline const char* dtype_label(DType dtype) {
   return dtype == DType::kF32 ? "f32" : dtype == DType::kBF16 ? "bf16" : "f16";
 }
+
+// A test of CUDA ops against the CPU ops, one instance per compute dtype: both backends, a
+// seeded generator, inputs rounded to the dtype and failure labels that name it.
+class CudaAgainstCpuTest : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    NVLLM_REQUIRE_CUDA();
+    gpu_ = make_cuda_backend(GetParam());
+    cpu_ = make_cpu_backend(cpu_threads_);
+  }
+
+  DType dtype() const { return GetParam(); }
+  double tolerance() const { return relative_tolerance(dtype()); }
+  // "what" followed by the dtype, for failure messages.
+  template <typename... Args>
+  std::string label(fmt::format_string<Args...> what, Args&&... args) const {
+    return fmt::format("{} {}", fmt::format(what, std::forward<Args>(args)...),
+                       dtype_label(dtype()));
+  }
+  // Random values already rounded to the compute dtype, so both backends see the same inputs.
+  std::vector<float> random(size_t n, float lo = -1.0f, float hi = 1.0f) {
+    return round_to(dtype(), random_floats(n, rng_, lo, hi));
+  }
+
+  std::unique_ptr<Backend> gpu_;
+  std::unique_ptr<Backend> cpu_;
+  std::mt19937 rng_{20240611};
+  int cpu_threads_ = 0;  // the CPU backend's pool (0: one thread per core)
+};
 
 }  // namespace nanovllm::test

@@ -86,6 +86,24 @@ void check_args(const MoeExpertsArgs& args) {
                   args.rows, args.top_k);
 }
 
+// The GEMMs' view of the batch, their tile map in `scratch` (laid out by `layout`).
+MoeGemmArgs gemm_args(const MoeExpertsArgs& args, const ScratchLayout& layout, char* scratch) {
+  MoeGemmArgs gemm;
+  gemm.dtype = args.dtype;
+  gemm.tiles = layout.tiles;
+  gemm.pairs = args.rows * args.top_k;
+  gemm.experts = args.experts;
+  gemm.top_k = args.top_k;
+  gemm.hidden = args.hidden;
+  gemm.intermediate = args.intermediate;
+  gemm.map = layout.map;
+  gemm.map.sorted_pairs = reinterpret_cast<int32_t*>(scratch + layout.sorted_pairs);
+  gemm.map.tile_experts = reinterpret_cast<int32_t*>(scratch + layout.tile_experts);
+  gemm.map.num_tiles = reinterpret_cast<int32_t*>(scratch + layout.num_tiles);
+  gemm.map.align_scratch = reinterpret_cast<int32_t*>(scratch + layout.align_scratch);
+  return gemm;
+}
+
 }  // namespace
 
 MoeTiles moe_tiles_for(int64_t pairs, int64_t experts, DType dtype) {
@@ -96,7 +114,7 @@ MoeTiles moe_tiles_for(int64_t pairs, int64_t experts, DType dtype) {
   // 128 rows 362 against 328).
   const int64_t decode_rows_per_expert = dtype == DType::kBF16 ? 16 : 32;
   return pairs < decode_rows_per_expert * experts && pairs + experts <= 16384 ? MoeTiles::kDecode
-                                                                               : MoeTiles::kPrefill;
+                                                                              : MoeTiles::kPrefill;
 }
 
 bool moe_tensor_cores_serve(const MoeExpertsArgs& args) {
@@ -121,19 +139,7 @@ void moe_experts(const MoeExpertsArgs& args, void* scratch, cudaStream_t stream)
   void* weighted = base + layout.weighted;
   if (pairs > 0 && layout.cutlass) {
     MoeCutlassArgs c;
-    MoeGemmArgs& gemm = c.gemm;
-    gemm.dtype = args.dtype;
-    gemm.tiles = layout.tiles;
-    gemm.pairs = pairs;
-    gemm.experts = args.experts;
-    gemm.top_k = args.top_k;
-    gemm.hidden = args.hidden;
-    gemm.intermediate = args.intermediate;
-    gemm.map = layout.map;
-    gemm.map.sorted_pairs = reinterpret_cast<int32_t*>(base + layout.sorted_pairs);
-    gemm.map.tile_experts = reinterpret_cast<int32_t*>(base + layout.tile_experts);
-    gemm.map.num_tiles = reinterpret_cast<int32_t*>(base + layout.num_tiles);
-    gemm.map.align_scratch = reinterpret_cast<int32_t*>(base + layout.align_scratch);
+    c.gemm = gemm_args(args, layout, base);
     c.ids = args.ids;
     c.x = args.x;
     c.x_stride = args.x_stride;
@@ -151,19 +157,7 @@ void moe_experts(const MoeExpertsArgs& args, void* scratch, cudaStream_t stream)
     return;
   }
   if (pairs > 0 && layout.tensor_cores) {
-    MoeGemmArgs gemm;
-    gemm.dtype = args.dtype;
-    gemm.tiles = layout.tiles;
-    gemm.pairs = pairs;
-    gemm.experts = args.experts;
-    gemm.top_k = args.top_k;
-    gemm.hidden = args.hidden;
-    gemm.intermediate = args.intermediate;
-    gemm.map = layout.map;
-    gemm.map.sorted_pairs = reinterpret_cast<int32_t*>(base + layout.sorted_pairs);
-    gemm.map.tile_experts = reinterpret_cast<int32_t*>(base + layout.tile_experts);
-    gemm.map.num_tiles = reinterpret_cast<int32_t*>(base + layout.num_tiles);
-    gemm.map.align_scratch = reinterpret_cast<int32_t*>(base + layout.align_scratch);
+    const MoeGemmArgs gemm = gemm_args(args, layout, base);
     moe_align(args.ids, pairs, args.experts, gemm.map, stream);
     moe_gate_up(gemm, args.x, args.x_stride, args.gate_up, act, stream);
     // Right after moe_gate_up, whose end it overlaps (moe_down's contract).
