@@ -11,7 +11,9 @@
 #   linear of the 4B to 32B shapes against copy bandwidth and bf16 peak), moe (the CUDA MoE
 #   ops' tests, then moe_bench: Qwen3-30B-A3B's experts against copy bandwidth and bf16 peak)
 #   and families (Qwen2, Llama and Qwen3-MoE: their fixtures against transformers, their
-#   released shapes' benches) run when named
+#   released shapes' benches) run when named, and so does long (32 prompts of 8k to 30k tokens
+#   on the 0.6B shape, beside nano-vllm; the 8B shape beside nano-vllm is tp_bench with
+#   TP_RANKS=1 PEER_TP=1)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG_DIR=${LOG_DIR:-/tmp/gpu-checks}
@@ -63,7 +65,7 @@ if has golden; then
     "$bin/engine_golden_test" --gtest_brief=1
   check golden_f32_graphs env NANOVLLM_TEST_DEVICE=cuda "$bin/engine_golden_test" --gtest_brief=1
 fi
-if has sanitizer || has hf || has bench || has timeline || has serve || has peer || has tp; then
+if has sanitizer || has hf || has bench || has timeline || has serve || has peer || has tp || has long; then
   python3 .gpu/peer/make_qwen3_checkpoint.py "$model" "$PWD/tests/data/qwen3-tokenizer" \
     >"$LOG_DIR/checkpoint.log" 2>&1 || { echo "making $model failed"; cat "$LOG_DIR/checkpoint.log"; }
 fi
@@ -160,6 +162,23 @@ if has moe; then
   check cuda_kernels_test_moe "$bin/cuda_kernels_test" --gtest_brief=1 --gtest_filter='*Moe*'
   check moe_bench "$bin/moe_bench"
   cat "$LOG_DIR/moe_bench.log"
+fi
+if has long; then
+  # Long prompts on the Qwen3-0.6B shape: 32 prompts of 8,000 to 30,000 tokens, prefill alone
+  # (1 output token each) and with 256 output tokens each, ours and nano-vllm's on the same
+  # checkpoint (../shared/peer/workload.py draws the same prompts).
+  work=$(peer_flash_attn)
+  for out_len in 1 256; do
+    check "bench_long_out$out_len" "$bin/nanovllm" bench --model "$model" --num-seqs 32 \
+      --min-input-len 8000 --max-input-len 30000 --min-output-len "$out_len" \
+      --max-output-len "$out_len" --max-model-len 32768
+    (cd .gpu/peer && PYTHONPATH=$work:$PWD/nano-vllm timeout 400 python3 workload.py "$model" 32 \
+      8000 30000 "$out_len" "$out_len" 32768) >"$LOG_DIR/peer_long_out$out_len.log" 2>&1
+    while read -r line; do record "  nanovllm long, $out_len out" "$line"; done \
+      < <(grep -E '^(Total|start-up)' "$LOG_DIR/bench_long_out$out_len.log")
+    while read -r line; do record "  peer long, $out_len out" "$line"; done \
+      < <(grep -E '^nano-vllm' "$LOG_DIR/peer_long_out$out_len.log")
+  done
 fi
 if has families; then
   # The other architectures: each tiny fixture in bf16 against transformers, then bench.py's
