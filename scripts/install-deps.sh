@@ -27,6 +27,9 @@ if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 # Python: the headers alone (the package's Python dependencies, scipy and cuda-python among
 # them, serve its code generator, which the build does not use).
 .venv/bin/python -m pip install -q --no-deps nvidia-cutlass==4.2.0.0
+# FlashInfer's headers (and the CCCL they need) for Hopper's prefill attention, found the same
+# way; the package's dependencies (PyTorch among them) serve its Python side, not the headers.
+.venv/bin/python -m pip install -q --no-deps flashinfer-python==0.7.2.post1
 
 # The Python package is tested as users install it, `pip install .` into a virtual environment
 # of its own (scripts/test-python-package.sh), with the same test packages.

@@ -188,6 +188,9 @@ ForwardBatch StepInputs::forward_batch() const {
       Tensor(base + o.block_tables, DType::kI32, {seqs, shape_.block_table_width}, device);
   a.slot_mapping = Tensor(base + o.slot_mapping, DType::kI32, {tokens}, device);
   a.seq_order = Tensor(base + o.seq_order, DType::kI32, {seqs}, device);
+  // This step's host buffer stays as it is until the build after next.
+  a.host_cu_seqlens_q = host_[current_].data() + o.cu_seqlens_q;
+  a.host_context_lens = host_[current_].data() + o.context_lens;
   return batch;
 }
 

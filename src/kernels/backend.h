@@ -44,6 +44,10 @@ struct AttentionMetadata {
   // dispatched. Longest context first keeps the longest from starting last and running alone
   // at the end. Results do not depend on it.
   Tensor seq_order;
+  // Optional: cu_seqlens_q and context_lens on the host, valid while the forward is enqueued,
+  // for a backend that plans a prefill's work on the host (null: it reads them back).
+  const int32_t* host_cu_seqlens_q = nullptr;
+  const int32_t* host_context_lens = nullptr;
 };
 
 // One layer's paged cache: [num_blocks, block_size, num_kv_heads, head_dim] each.

@@ -1,8 +1,9 @@
 // Causal prefill attention as the engine runs it on a long prompt: one sequence of N tokens
 // (4k, 16k, 32k) whose K/V are already in the paged cache (block size 256, blocks scattered),
-// 16 query and 8 KV heads, head_dim 128, bf16. Prints microseconds and TFLOP/s counted as
-// FlashAttention counts a causal pass (4 N^2 heads head_dim / 2), for tools/fa3_attention_bench.py
-// to set FlashAttention-3 beside on the same shapes.
+// 16 query and 8 KV heads, head_dim 128, bf16: the Hopper kernels the engine takes on sm_90
+// (hopper_prefill.h) and the portable tensor-core kernel. Prints microseconds and TFLOP/s
+// counted as FlashAttention counts a causal pass (4 N^2 heads head_dim / 2), for
+// tools/fa3_attention_bench.py to set FlashAttention-3 beside on the same shapes.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -14,6 +15,7 @@
 
 #include "cuda_bench_util.h"
 #include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/attention/hopper_prefill.h"
 
 namespace nanovllm {
 namespace {
@@ -25,7 +27,13 @@ constexpr int kHeads = 16;
 constexpr int kKvHeads = 8;
 constexpr int kDim = 128;
 
-double bench_prefill(int tokens, int num_sms, cudaStream_t stream, std::mt19937& rng) {
+struct Timings {
+  double hopper_ms = 0;  // 0: not on this build or device
+  double portable_ms = 0;
+};
+
+Timings bench_prefill(int tokens, const cudaDeviceProp& properties, cudaStream_t stream,
+                      std::mt19937& rng) {
   const int blocks = (tokens + kBlock - 1) / kBlock;
   const size_t cache_bytes = size_t{2} * blocks * kBlock * kKvHeads * kDim;  // one of K, V
   DeviceBuffer k_cache(cache_bytes), v_cache(cache_bytes);
@@ -65,8 +73,18 @@ double bench_prefill(int tokens, int num_sms, cudaStream_t stream, std::mt19937&
   args.head_dim = kDim;
   args.block_size = kBlock;
   args.scale = 0.08838834764831845f;
-  args.num_sms = num_sms;
-  return time_ms(stream, kTimedRuns, [&] { cuda::paged_attention(args, stream); });
+  args.num_sms = properties.multiProcessorCount;
+  Timings timings;
+#ifdef NANOVLLM_HOPPER_PREFILL
+  if (cuda::HopperPrefillAttention::supports(args, properties.major * 10 + properties.minor)) {
+    cuda::HopperPrefillAttention hopper;
+    timings.hopper_ms = time_ms(stream, kTimedRuns, [&] {
+      NVLLM_CHECK(hopper.run(args, cu.data(), context.data(), stream));
+    });
+  }
+#endif
+  timings.portable_ms = time_ms(stream, kTimedRuns, [&] { cuda::paged_attention(args, stream); });
+  return timings;
 }
 
 int run(cudaStream_t stream, const cudaDeviceProp& properties) {
@@ -76,10 +94,15 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties) {
       "(block {}), on {}\n",
       kHeads, kKvHeads, kDim, kBlock, properties.name);
   for (int tokens : {4096, 16384, 32768}) {
-    const double ms = bench_prefill(tokens, properties.multiProcessorCount, stream, rng);
+    const Timings timings = bench_prefill(tokens, properties, stream, rng);
     const double flops = 4.0 * tokens * tokens * kHeads * kDim / 2.0;
-    fmt::print("  ours  N {:>5}: {:>9.1f} us  {:>6.1f} TFLOP/s\n", tokens, ms * 1e3,
-               flops / (ms * 1e-3) / 1e12);
+    const auto print = [&](const char* kernel, double ms) {
+      if (ms == 0) return;
+      fmt::print("  {:<8} N {:>5}: {:>9.1f} us  {:>6.1f} TFLOP/s\n", kernel, tokens, ms * 1e3,
+                 flops / (ms * 1e-3) / 1e12);
+    };
+    print("hopper", timings.hopper_ms);
+    print("portable", timings.portable_ms);
     std::fflush(stdout);
   }
   return 0;

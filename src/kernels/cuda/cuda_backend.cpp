@@ -92,6 +92,11 @@ CudaBackend::CudaBackend(DType dtype, int device, std::shared_ptr<Communicator> 
   }
   NVLLM_CUDA_CHECK(cudaSetDevice(device_));
   NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_));
+  int major = 0;
+  int minor = 0;
+  NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_));
+  NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_));
+  compute_capability_ = major * 10 + minor;
   cuda::register_cuda_allocator();
   cudaStream_t stream = nullptr;
   NVLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -484,6 +489,22 @@ void CudaBackend::run_attention(const Tensor& qkv, const LayerKVCache& cache,
     args.seq_order = metadata.seq_order.data_as<int32_t>();
   }
   args.qk_norm_rope = fused;
+#ifdef NANOVLLM_HOPPER_PREFILL
+  if (cuda::HopperPrefillAttention::supports(args, compute_capability_)) {
+    cuda::check_paged_attention(args);
+    const int32_t* cu_seqlens_q = metadata.host_cu_seqlens_q;
+    const int32_t* context_lens = metadata.host_context_lens;
+    std::vector<int32_t> read_back;  // for callers that built the metadata on the device only
+    if (cu_seqlens_q == nullptr || context_lens == nullptr) {
+      read_back.resize(2 * static_cast<size_t>(num_seqs) + 1);
+      download(read_back.data(), metadata.cu_seqlens_q);
+      download(read_back.data() + num_seqs + 1, metadata.context_lens);
+      cu_seqlens_q = read_back.data();
+      context_lens = read_back.data() + num_seqs + 1;
+    }
+    if (hopper_prefill_.run(args, cu_seqlens_q, context_lens, stream())) return;
+  }
+#endif
   cuda::paged_attention(args, stream());
 }
 

@@ -16,6 +16,7 @@
 #include "core/buffer.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/attention/hopper_prefill.h"
 #include "kernels/cuda/linear/cublaslt_linear.h"
 #include "kernels/cuda/linear/gemv.h"
 #include "kernels/cuda/runtime/device_allocator.h"
@@ -131,8 +132,12 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   std::shared_ptr<Communicator> group_;  // null: one rank
   int num_sms_ = 0;
+  int compute_capability_ = 0;  // major * 10 + minor
   StreamHandle stream_;
   std::unique_ptr<cuda::CublasLtLinear> linear_;
+#ifdef NANOVLLM_HOPPER_PREFILL
+  cuda::HopperPrefillAttention hopper_prefill_;
+#endif
   Buffer sampling_scratch_;
   Buffer moe_scratch_;  // moe_experts: the tile map, activations and weighted expert outputs
   std::vector<Buffer> retired_scratch_;  // outgrown scratch that graphs may still name

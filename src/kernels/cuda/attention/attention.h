@@ -53,6 +53,10 @@ struct PagedAttentionArgs {
 void check_attention_support(int head_dim, int block_size, int num_heads, int num_kv_heads,
                              DType dtype);
 
+// Throws Error naming the problem when args are not a valid call (geometry, sizes, null or
+// misaligned pointers).
+void check_paged_attention(const PagedAttentionArgs& args);
+
 // Runs attention: no scratch, no allocation, so it can be captured in a CUDA graph.
 void paged_attention(const PagedAttentionArgs& args, cudaStream_t stream);
 

@@ -46,7 +46,7 @@ void check_attention_support(int head_dim, int block_size, int num_heads, int nu
   }
 }
 
-void paged_attention(const PagedAttentionArgs& args, cudaStream_t stream) {
+void check_paged_attention(const PagedAttentionArgs& args) {
   check_attention_support(args.head_dim, args.block_size, args.num_heads, args.num_kv_heads,
                           args.dtype);
   NVLLM_CHECK_GE(args.num_seqs, 0);
@@ -76,10 +76,7 @@ void paged_attention(const PagedAttentionArgs& args, cudaStream_t stream) {
                 fused.positions != nullptr && fused.cos_sin != nullptr &&
                 fused.slot_mapping != nullptr);
   }
-  if (args.dtype == DType::kF32) {
-    attention::launch_attention_f32(args, stream);
-    return;
-  }
+  if (args.dtype == DType::kF32) return;
   // The tensor-core kernels move 16-byte pieces of q and the caches and store pairs of outputs.
   NVLLM_CHECK_MSG(aligned_to(args.qkv, 16) && args.qkv_row_stride % 8 == 0,
                   "attention qkv must be 16-byte aligned with a row stride that is a multiple "
@@ -90,7 +87,14 @@ void paged_attention(const PagedAttentionArgs& args, cudaStream_t stream) {
   NVLLM_CHECK_MSG(aligned_to(args.out, 4) && args.out_row_stride % 2 == 0,
                   "attention out must be 4-byte aligned with an even row stride (stride {})",
                   args.out_row_stride);
-  if (args.max_seqlen_q == 1) {
+}
+
+void paged_attention(const PagedAttentionArgs& args, cudaStream_t stream) {
+  check_paged_attention(args);
+  if (args.num_seqs == 0 || args.num_tokens == 0) return;
+  if (args.dtype == DType::kF32) {
+    attention::launch_attention_f32(args, stream);
+  } else if (args.max_seqlen_q == 1) {
     attention::launch_attention_decode(args, stream);
   } else {
     attention::launch_attention_prefill(args, stream);
