@@ -255,6 +255,9 @@ TEST(CudaAttention, PrefillMatchesCpu) {
       // Group 1 and group 4.
       {{4, 4, 128}, 32, {0, 40, 129}, {7, 300, 2}},
       {{8, 2, 64}, 64, {100, 0, 5, 700}, {129, 64, 1, 33}},
+      // Many query tiles a head, past a long cached prefix (Hopper: several work items a CTA).
+      {{16, 8, 128}, 256, {0, 1500}, {1300, 400}},
+      {{32, 4, 128}, 16, {37}, {1000}},
   };
   std::mt19937 rng(7);
   for (DType dtype : kDtypes) {
