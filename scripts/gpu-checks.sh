@@ -118,8 +118,10 @@ if has tp; then
   done
 fi
 if has tp_bench; then
-  check allreduce_bench "$bin/allreduce_bench"
-  cat "$LOG_DIR/allreduce_bench.log"
+  if [ "$gpus" -ge 2 ]; then
+    check allreduce_bench "$bin/allreduce_bench"
+    cat "$LOG_DIR/allreduce_bench.log"
+  fi
   # bench.py's workload and batch-1 on a larger shape at several ranks, and nano-vllm's.
   shape=${TP_SHAPE:-8b}
   peer_tp=${PEER_TP:-2}

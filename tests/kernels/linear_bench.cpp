@@ -1,8 +1,9 @@
 // Every linear of the Qwen3-4B, -8B, -14B and -32B shapes as the engine runs it (CublasLtLinear,
 // which takes the GEMV up to 8 rows), in bf16 on one GPU:
 // - at decode sizes (1 to 256 rows), against the device-to-device copy bandwidth: the weight is
-//   read once, so time x bandwidth / weight bytes is the fraction of the floor reached. The
-//   calls cycle over enough copies of the weight that L2 cannot hold it;
+//   read once, so time x bandwidth / weight bytes is the fraction of the floor reached (or
+//   against the peak, where the products take longer than the bytes). The calls cycle over
+//   enough copies of the weight that L2 cannot hold it;
 // - at prefill sizes (2,048 to 16,384 rows), against the dense bf16 peak measured in the same
 //   run: the fastest of square products of 4096 to 8192 through the same path (the clocks
 //   drop under the longest ones); not the LM head, which the engine runs on the sampled rows
@@ -126,11 +127,14 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::
       for (int rows : kDecodeRows) {
         const double us = 1e3 * time_linear(linear, stream, rows, l, weights, copies, x, out);
         // The floor: the weight, x and out moved once at the copy bandwidth (which counts a
-        // copy's reads and writes).
+        // copy's reads and writes), or the products at the peak where those take longer (from
+        // about 200 rows on an H100 or H200).
         const double bytes = weight_bytes + 2.0 * rows * l.k + (l.logits ? 4.0 : 2.0) * rows * l.n;
-        const double floor_us = bytes / (bandwidth * 1e9) * 1e6;
-        std::printf("%-5s %-13s %7d %7d %8d %10.2f %8.0f%%  (of copy)\n", shape.name, l.name, l.n,
-                    l.k, rows, us, 100.0 * floor_us / us);
+        const double copy_us = bytes / (bandwidth * 1e9) * 1e6;
+        const double compute_us = 2.0 * rows * l.n * l.k / (peak_tflops * 1e12) * 1e6;
+        std::printf("%-5s %-13s %7d %7d %8d %10.2f %8.0f%%  (of %s)\n", shape.name, l.name, l.n,
+                    l.k, rows, us, 100.0 * std::max(copy_us, compute_us) / us,
+                    copy_us >= compute_us ? "copy" : "peak");
       }
       for (int rows : kPrefillRows) {
         if (l.logits) break;

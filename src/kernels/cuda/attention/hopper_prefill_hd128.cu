@@ -1,5 +1,5 @@
 // FlashInfer's sm90 paged prefill at head_dim 128: 128 query rows by 128 keys a tile, two
-// stages. FlashInfer's own choice for paged K/V is 96 keys; 128 measured 3 to 5% faster on
+// stages. FlashInfer's own choice for paged K/V is 96 keys; 128 measured 2 to 5% faster on
 // causal prompts of 4k to 32k tokens (H200, docs/BENCHMARKS.md).
 #include <flashinfer/attention/hopper/prefill_sm90.cuh>
 #include <flashinfer/attention/hopper/variants.cuh>
