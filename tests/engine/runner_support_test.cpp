@@ -10,6 +10,8 @@
 #include "engine/batch_inputs.h"
 #include "engine/kv_cache_sizing.h"
 #include "engine/progress.h"
+#include "engine/step_inputs.h"
+#include "kernels/backend.h"
 
 namespace nanovllm {
 namespace {
@@ -52,6 +54,45 @@ TEST(BatchInputs, LaysOutCachedPrefixAndPromptChunk) {
   EXPECT_EQ(inputs.num_sampling(), 1);
   EXPECT_EQ(inputs.max_seqlen_q(), 6);
   EXPECT_EQ(inputs.max_seqlen_k(), 10);
+}
+
+// The attention metadata carries host copies of the lengths for backends that plan prefill
+// on the host: the values uploaded, still intact once the next step has been built (the
+// forward of a step is enqueued before the build after next reuses its buffer).
+TEST(StepInputs, AttentionLengthsOnTheHostMatchTheDeviceAndOutliveTheNextBuild) {
+  auto backend = make_cpu_backend(1);
+  StepInputs step_inputs(capacity(16, 4, 8), *backend);
+  auto a = make_seq(0, {10, 11, 12, 13, 14, 15, 16, 17, 18, 19}, 4, {5, 2, 7});
+  auto b = make_seq(1, {30, 31, 32}, 0, {1});
+  ScheduledBatch first;
+  first.is_prefill = true;
+  first.seqs = {{a.get(), 6, true}, {b.get(), 2, false}};
+  BatchInputs inputs(capacity(16, 4, 8));
+  inputs.build(first, 4);
+  step_inputs.build(inputs);
+  step_inputs.upload();
+  const AttentionMetadata metadata = step_inputs.forward_batch().attention;
+  using V = std::vector<int32_t>;
+  ASSERT_NE(metadata.host_cu_seqlens_q, nullptr);
+  ASSERT_NE(metadata.host_context_lens, nullptr);
+  V on_device(3);
+  backend->download(on_device.data(), metadata.cu_seqlens_q);
+  EXPECT_EQ(on_device, (V{0, 6, 8}));
+  EXPECT_EQ(V(metadata.host_cu_seqlens_q, metadata.host_cu_seqlens_q + 3), on_device);
+  on_device.resize(2);
+  backend->download(on_device.data(), metadata.context_lens);
+  EXPECT_EQ(on_device, (V{10, 2}));
+  EXPECT_EQ(V(metadata.host_context_lens, metadata.host_context_lens + 2), on_device);
+
+  ScheduledBatch second;
+  second.seqs = {{a.get(), 1, true}};
+  a->num_cached_tokens = 9;
+  inputs.build(second, 4);
+  step_inputs.build(inputs);
+  step_inputs.upload();
+  EXPECT_EQ(step_inputs.forward_batch().attention.host_context_lens[0], 10);
+  EXPECT_EQ(V(metadata.host_cu_seqlens_q, metadata.host_cu_seqlens_q + 3), (V{0, 6, 8}));
+  EXPECT_EQ(V(metadata.host_context_lens, metadata.host_context_lens + 2), (V{10, 2}));
 }
 
 TEST(BatchInputs, DecodeRowsAreEachSequencesLastToken) {
