@@ -34,8 +34,8 @@ class HopperPrefillAttention {
 
   // Runs args given host copies of its cu_seqlens_q [num_seqs + 1] and context_lens
   // [num_seqs]. Returns false, having launched nothing, for a batch these kernels do not
-  // serve: a sequence with query rows and no context (decode padding), or more work than one
-  // schedule per head covers (over about half a million query rows).
+  // serve: a sequence with fewer keys than query rows (decode padding has none), or more work
+  // than one schedule per head covers (over about half a million query rows).
   bool run(const PagedAttentionArgs& args, const int32_t* host_cu_seqlens_q,
            const int32_t* host_context_lens, cudaStream_t stream);
 
@@ -43,7 +43,7 @@ class HopperPrefillAttention {
   struct PlanKey {
     std::vector<int32_t> cu_seqlens_q, context_lens;
     int num_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 0, block_table_stride = 0;
-    bool same_as(const PlanKey& other) const;  // (this header is also C++17 device code's)
+    bool same_as(const PlanKey& other) const;  // not a defaulted ==: .cu files are C++17
   };
   // Plans the batch of `key` into the workspace (growing it first if needed); false when one
   // schedule per head would be needed.
