@@ -45,8 +45,8 @@ class HopperPrefillAttention {
     int num_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 0, block_table_stride = 0;
     bool same_as(const PlanKey& other) const;  // not a defaulted ==: .cu files are C++17
   };
-  // Plans the batch of `key` into the workspace (growing it first if needed); false when one
-  // schedule per head would be needed.
+  // Plans the batch of `key` into the workspace (growing it first if needed); false when the
+  // plan shares one schedule among all heads, a kernel variant not built.
   bool plan(const PlanKey& key, cudaStream_t stream);
   void reserve(size_t bytes);
 
