@@ -414,74 +414,38 @@ TEST_P(CudaMoeTest, ExpertsRejectBadArguments) {
   const std::unique_ptr<ExpertWeights> w = make_weights(40, 24, 4);
   DeviceBatch d = upload(*w, make_batch(*w, 3, 2));
   run(*w, d);
-  const Tensor& gate_up = w->gpu_gate_up->tensor();
-  const Tensor& down = w->gpu_down->tensor();
-  const auto expect_error = [&](const std::function<void()>& call, const std::string& what) {
-    EXPECT_THROW(call(), Error) << what;
+  // Valid operands, each case replacing one of them.
+  struct Operands {
+    Tensor x, ids, weights, gate_up, down, out;
+  };
+  const Operands valid{d.x.tensor(),          d.ids.tensor(),
+                       d.weights.tensor(),    w->gpu_gate_up->tensor(),
+                       w->gpu_down->tensor(), d.out.tensor()};
+  const auto expect_error = [&](const std::function<void(Operands&)>& change,
+                                const std::string& what) {
+    Operands o = valid;
+    change(o);
+    EXPECT_THROW(gpu_->moe_experts(o.x, o.ids, o.weights, o.gate_up, o.down, o.out), Error) << what;
   };
   DeviceTensor wrong_dtype(*gpu_, dtype() == DType::kF32 ? DType::kBF16 : DType::kF32, {3, 40});
-  expect_error(
-      [&] {
-        gpu_->moe_experts(wrong_dtype.tensor(), d.ids.tensor(), d.weights.tensor(), gate_up, down,
-                          d.out.tensor());
-      },
-      "x dtype");
+  expect_error([&](Operands& o) { o.x = wrong_dtype.tensor(); }, "x dtype");
   DeviceTensor ids_f32(*gpu_, DType::kF32, {3, 2});
-  expect_error(
-      [&] {
-        gpu_->moe_experts(d.x.tensor(), ids_f32.tensor(), d.weights.tensor(), gate_up, down,
-                          d.out.tensor());
-      },
-      "ids dtype");
+  expect_error([&](Operands& o) { o.ids = ids_f32.tensor(); }, "ids dtype");
   DeviceTensor ids_rows(*gpu_, DType::kI32, {4, 2});
-  expect_error(
-      [&] {
-        gpu_->moe_experts(d.x.tensor(), ids_rows.tensor(), d.weights.tensor(), gate_up, down,
-                          d.out.tensor());
-      },
-      "ids rows");
+  expect_error([&](Operands& o) { o.ids = ids_rows.tensor(); }, "ids rows");
   DeviceTensor weights_k(*gpu_, DType::kF32, {3, 3});
-  expect_error(
-      [&] {
-        gpu_->moe_experts(d.x.tensor(), d.ids.tensor(), weights_k.tensor(), gate_up, down,
-                          d.out.tensor());
-      },
-      "weights shape");
+  expect_error([&](Operands& o) { o.weights = weights_k.tensor(); }, "weights shape");
   DeviceTensor gate_up_odd(*gpu_, dtype(), {4, 47, 40});
-  expect_error(
-      [&] {
-        gpu_->moe_experts(d.x.tensor(), d.ids.tensor(), d.weights.tensor(), gate_up_odd.tensor(),
-                          down, d.out.tensor());
-      },
-      "gate_up odd height");
+  expect_error([&](Operands& o) { o.gate_up = gate_up_odd.tensor(); }, "gate_up odd height");
   DeviceTensor down_experts(*gpu_, dtype(), {5, 40, 24});
-  expect_error(
-      [&] {
-        gpu_->moe_experts(d.x.tensor(), d.ids.tensor(), d.weights.tensor(), gate_up,
-                          down_experts.tensor(), d.out.tensor());
-      },
-      "down experts");
+  expect_error([&](Operands& o) { o.down = down_experts.tensor(); }, "down experts");
   DeviceTensor wide(*gpu_, dtype(), {4, 48, 48});
-  expect_error(
-      [&] {
-        gpu_->moe_experts(d.x.tensor(), d.ids.tensor(), d.weights.tensor(),
-                          wide.tensor().slice_last(0, 40), down, d.out.tensor());
-      },
-      "gate_up not contiguous");
+  expect_error([&](Operands& o) { o.gate_up = wide.tensor().slice_last(0, 40); },
+               "gate_up not contiguous");
   DeviceTensor out_rows(*gpu_, dtype(), {2, 40});
-  expect_error(
-      [&] {
-        gpu_->moe_experts(d.x.tensor(), d.ids.tensor(), d.weights.tensor(), gate_up, down,
-                          out_rows.tensor());
-      },
-      "out rows");
+  expect_error([&](Operands& o) { o.out = out_rows.tensor(); }, "out rows");
   OwnedTensor host_out(dtype(), {3, 40});
-  expect_error(
-      [&] {
-        gpu_->moe_experts(d.x.tensor(), d.ids.tensor(), d.weights.tensor(), gate_up, down,
-                          host_out.tensor);
-      },
-      "out on the host");
+  expect_error([&](Operands& o) { o.out = host_out.tensor; }, "out on the host");
 }
 
 // ---- moe_route ----
