@@ -7,15 +7,9 @@
 #include "core/check.h"
 #include "kernels/cuda/attention/attention.h"
 #include "kernels/cuda/attention/attention_launch.cuh"
+#include "kernels/cuda/runtime/alignment.h"
 
 namespace nanovllm::cuda {
-namespace {
-
-bool aligned_to(const void* pointer, uintptr_t bytes) {
-  return reinterpret_cast<uintptr_t>(pointer) % bytes == 0;
-}
-
-}  // namespace
 
 void check_attention_support(int head_dim, int block_size, int num_heads, int num_kv_heads,
                              DType dtype) {

@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "kernels/cuda/attention/hopper_prefill_kernels.cuh"
+#include "kernels/cuda/runtime/alignment.h"
 #include "kernels/cuda/runtime/cuda_check.h"
 
 namespace nanovllm::cuda {
@@ -16,10 +17,6 @@ namespace {
 // Query rows a work item covers, as FlashInfer's plan cuts them.
 int query_tile_rows(int head_dim) {
   return head_dim == 64 ? 192 : 128;
-}
-
-bool aligned_16(const void* pointer) {
-  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
 }
 
 }  // namespace
@@ -41,7 +38,7 @@ bool HopperPrefillAttention::supports(const PagedAttentionArgs& args, int comput
   // TMA reads q and writes out: 16-byte aligned rows.
   return compute_capability == 90 && args.dtype == DType::kBF16 && args.max_seqlen_q > 1 &&
          (args.head_dim == 64 || args.head_dim == 128) && args.qk_norm_rope.qkv == nullptr &&
-         aligned_16(args.qkv) && args.qkv_row_stride % 8 == 0 && aligned_16(args.out) &&
+         aligned_to(args.qkv, 16) && args.qkv_row_stride % 8 == 0 && aligned_to(args.out, 16) &&
          args.out_row_stride % 8 == 0;
 }
 

@@ -19,6 +19,7 @@
 #include "kernels/cuda/device/l2_hints.cuh"
 #include "kernels/cuda/device/tensor_core.cuh"
 #include "kernels/cuda/linear/fixed_point.cuh"
+#include "kernels/cuda/runtime/alignment.h"
 #include "kernels/cuda/runtime/launch.cuh"
 #include "kernels/cuda/runtime/sm_residency.h"
 
@@ -246,10 +247,6 @@ __global__ void fold_pending_kernel(T* residual, int64_t* pending, int width) {
   }
 }
 
-bool aligned_16(const void* pointer) {
-  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
-}
-
 }  // namespace
 
 bool rms_norm_mlp_serves(DType dtype, int64_t hidden, int64_t intermediate, int num_sms) {
@@ -263,8 +260,9 @@ void rms_norm_mlp(const RmsNormMlpArgs& args, cudaStream_t stream) {
   NVLLM_CHECK_MSG(rms_norm_mlp_serves(args.dtype, args.hidden, args.intermediate, args.num_sms),
                   "rms_norm_mlp: {} x {} ({}) is not served", args.hidden, args.intermediate,
                   dtype_name(args.dtype));
-  NVLLM_CHECK_MSG(aligned_16(args.x) && aligned_16(args.norm_weight) && aligned_16(args.gate_up) &&
-                      aligned_16(args.down) && args.ld_gate_up % kElemsPerVector == 0 &&
+  NVLLM_CHECK_MSG(aligned_to(args.x, 16) && aligned_to(args.norm_weight, 16) &&
+                      aligned_to(args.gate_up, 16) && aligned_to(args.down, 16) &&
+                      args.ld_gate_up % kElemsPerVector == 0 &&
                       args.ld_down % kElemsPerVector == 0 && args.pending != nullptr,
                   "rms_norm_mlp: operands must be 16-byte aligned with row strides in multiples "
                   "of 8 elements");

@@ -30,6 +30,7 @@
 #include "kernels/cuda/device/vec.cuh"
 #include "kernels/cuda/linear/fixed_point.cuh"
 #include "kernels/cuda/linear/mma_top_rows.cuh"
+#include "kernels/cuda/runtime/alignment.h"
 #include "kernels/cuda/runtime/launch.cuh"
 
 namespace nanovllm::cuda {
@@ -317,10 +318,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
   }
 }
 
-bool aligned_16(const void* pointer) {
-  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
-}
-
 template <typename T, typename OutT, Input kInput, bool kAddResidual, bool kOneRow>
 void launch_rows(const GemvArgs& args, int64_t tiles, int warps, cudaStream_t stream) {
   const auto kernel = gemv_kernel<T, OutT, kInput, kAddResidual, kOneRow>;
@@ -391,7 +388,7 @@ bool gemv_supported(const GemvArgs& args) {
                         args.k % kElemsPerVector == 0;
   const bool norm_ok =
       args.norm_weight == nullptr ||
-      (!args.silu_gate && args.k <= kGemvMaxNormWidth && aligned_16(args.norm_weight));
+      (!args.silu_gate && args.k <= kGemvMaxNormWidth && aligned_to(args.norm_weight, 16));
   // The kernels there are (launch_for): SiLU only into the input dtype, the residual add only
   // after a plain or SiLU-gated input.
   const bool silu_ok = !args.silu_gate ||
@@ -402,9 +399,10 @@ bool gemv_supported(const GemvArgs& args) {
   const bool pending_ok =
       args.pending == nullptr ||
       (args.m == 1 && !args.silu_gate &&
-       (args.norm_weight != nullptr || args.residual != nullptr) && aligned_16(args.pending));
-  return half_inputs && out_ok && shape_ok && aligned_16(args.x) && aligned_16(args.weight) &&
-         x_stride_ok && weight_stride_ok && norm_ok && silu_ok && residual_ok && pending_ok;
+       (args.norm_weight != nullptr || args.residual != nullptr) && aligned_to(args.pending, 16));
+  return half_inputs && out_ok && shape_ok && aligned_to(args.x, 16) &&
+         aligned_to(args.weight, 16) && x_stride_ok && weight_stride_ok && norm_ok && silu_ok &&
+         residual_ok && pending_ok;
 }
 
 void gemv(const GemvArgs& args, cudaStream_t stream) {

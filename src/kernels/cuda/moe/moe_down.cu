@@ -38,7 +38,7 @@ void launch_down(const MoeGemmArgs& args, const void* act, const float* weights,
 void moe_down(const MoeGemmArgs& args, const void* act, const float* weights, const void* down,
               void* weighted, cudaStream_t stream) {
   moe::check_gemm_args(args, "moe_down");
-  NVLLM_CHECK_MSG(moe::aligned_16(act) && moe::aligned_16(down) && moe::aligned_16(weighted),
+  NVLLM_CHECK_MSG(aligned_to(act, 16) && aligned_to(down, 16) && aligned_to(weighted, 16),
                   "moe_down: operands must be 16-byte aligned");
   if (args.pairs == 0) return;
   if (args.dtype == DType::kBF16) {

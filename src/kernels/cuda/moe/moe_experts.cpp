@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "kernels/cuda/moe/moe.h"
+#include "kernels/cuda/runtime/alignment.h"
 
 namespace nanovllm::cuda {
 namespace {
@@ -13,10 +14,6 @@ constexpr size_t kScratchAlignment = 256;
 
 size_t align_up(size_t bytes) {
   return (bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
-}
-
-bool aligned_16(const void* pointer) {
-  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
 }
 
 // Byte offsets of moe_experts' buffers in its scratch.
@@ -120,7 +117,7 @@ MoeTiles moe_tiles_for(int64_t pairs, int64_t experts, DType dtype) {
 bool moe_tensor_cores_serve(const MoeExpertsArgs& args) {
   return (args.dtype == DType::kBF16 || args.dtype == DType::kF16) && args.hidden > 0 &&
          args.hidden % 8 == 0 && args.intermediate % 8 == 0 && args.x_stride % 8 == 0 &&
-         aligned_16(args.x) && aligned_16(args.gate_up) && aligned_16(args.down);
+         aligned_to(args.x, 16) && aligned_to(args.gate_up, 16) && aligned_to(args.down, 16);
 }
 
 size_t moe_experts_scratch_bytes(const MoeExpertsArgs& args) {

@@ -40,7 +40,7 @@ void moe_gate_up(const MoeGemmArgs& args, const void* x, int64_t x_stride, const
                  void* act, cudaStream_t stream) {
   moe::check_gemm_args(args, "moe_gate_up");
   NVLLM_CHECK_MSG(
-      moe::aligned_16(x) && x_stride % 8 == 0 && moe::aligned_16(gate_up) && moe::aligned_16(act),
+      aligned_to(x, 16) && x_stride % 8 == 0 && aligned_to(gate_up, 16) && aligned_to(act, 16),
       "moe_gate_up: operands must be 16-byte aligned, x's rows a multiple of 8 apart");
   if (args.pairs == 0) return;
   if (args.dtype == DType::kBF16) {

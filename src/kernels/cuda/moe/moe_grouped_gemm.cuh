@@ -22,6 +22,7 @@
 #include "kernels/cuda/device/vec.cuh"
 #include "kernels/cuda/moe/moe.h"
 #include "kernels/cuda/moe/moe_scan.cuh"
+#include "kernels/cuda/runtime/alignment.h"
 #include "kernels/cuda/runtime/cuda_check.h"
 #include "kernels/cuda/runtime/launch.cuh"
 
@@ -351,10 +352,6 @@ inline void check_gemm_args(const MoeGemmArgs& args, const char* op) {
   NVLLM_CHECK_MSG(args.map.sorted_pairs != nullptr && args.map.tile_experts != nullptr &&
                       args.map.num_tiles != nullptr,
                   "{}: no tile map (moe_align)", op);
-}
-
-inline bool aligned_16(const void* pointer) {
-  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
 }
 
 // Launches the kernel of shape S over every possible tile of `p` (p.max_tiles row tiles, the
