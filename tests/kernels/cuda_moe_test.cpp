@@ -158,6 +158,25 @@ class CudaMoeTest : public CudaAgainstCpuTest {
     expect_relative_error(gpu_experts(w, b), cpu_experts(w, b), tolerance(),
                           label("moe_experts {} {}", what, name(w, b)));
   }
+
+  // A batch of `rows` (top 4) where about a quarter of the ids lie outside the experts (one
+  // past the last among them) and row 0 has none inside: row 0 comes out zero, the rest as on
+  // the CPU.
+  void expect_ids_outside_left_out(const ExpertWeights& w, int64_t rows) {
+    Batch b = make_batch(w, rows, 4);
+    std::uniform_int_distribution<int> coin(0, 3);
+    const int32_t bad[] = {-1, static_cast<int32_t>(w.experts), 1000, INT_MIN, INT_MAX};
+    for (size_t i = 0; i < b.ids.size(); ++i) {
+      if (coin(rng_) == 0) b.ids[i] = bad[i % std::size(bad)];
+    }
+    for (int64_t j = 0; j < 4; ++j) b.ids[j] = -1;  // row 0: none inside
+    const std::vector<float> out = gpu_experts(w, b);
+    for (int64_t h = 0; h < w.hidden; ++h) {
+      ASSERT_EQ(out[h], 0.0f) << label("row 0, column {}", h);
+    }
+    expect_relative_error(out, cpu_experts(w, b), tolerance(),
+                          label("moe_experts with bad ids {}", name(w, b)));
+  }
 };
 
 // out may be x (the model writes the experts' output over their input): the same bits as into
@@ -255,21 +274,7 @@ TEST_P(CudaMoeTest, ExpertsWhenMostExpertsAreIdle) {
 // none inside comes out zero.
 TEST_P(CudaMoeTest, ExpertsLeaveOutIdsOutsideTheExperts) {
   const std::unique_ptr<ExpertWeights> w = make_weights(136, 72, 16);
-  for (int64_t rows : {5, 300, 1000}) {
-    Batch b = make_batch(*w, rows, 4);
-    std::uniform_int_distribution<int> coin(0, 3);
-    const int32_t bad[] = {-1, 16, 1000, INT_MIN, INT_MAX};
-    for (size_t i = 0; i < b.ids.size(); ++i) {
-      if (coin(rng_) == 0) b.ids[i] = bad[i % std::size(bad)];
-    }
-    for (int64_t j = 0; j < 4; ++j) b.ids[j] = -1;  // row 0: none inside
-    const std::vector<float> out = gpu_experts(*w, b);
-    for (int64_t h = 0; h < w->hidden; ++h) {
-      ASSERT_EQ(out[h], 0.0f) << label("row 0, column {}", h);
-    }
-    expect_relative_error(out, cpu_experts(*w, b), tolerance(),
-                          label("moe_experts with bad ids {}", name(*w, b)));
-  }
+  for (int64_t rows : {5, 300, 1000}) expect_ids_outside_left_out(*w, rows);
   // No id inside at all (no tile in use): zeros, at decode and prefill sizes.
   for (int64_t rows : {3, 600}) {
     Batch b = make_batch(*w, rows, 4);
@@ -359,21 +364,7 @@ TEST_P(CudaMoeTest, ExpertsAtPrefillSizesWithSkewedRouting) {
     b.ids[777] = 9;  // expert 9: exactly one pair; expert 10: none
     expect_experts_match(*w, b, "one pair for expert 9");
   }
-  {
-    Batch b = make_batch(*w, 2048, 4);
-    std::uniform_int_distribution<int> coin(0, 3);
-    const int32_t bad[] = {-1, 128, 1000, INT_MIN, INT_MAX};
-    for (size_t i = 0; i < b.ids.size(); ++i) {
-      if (coin(rng_) == 0) b.ids[i] = bad[i % std::size(bad)];
-    }
-    for (int64_t j = 0; j < 4; ++j) b.ids[j] = -1;  // row 0: none inside
-    const std::vector<float> out = gpu_experts(*w, b);
-    for (int64_t h = 0; h < w->hidden; ++h) {
-      ASSERT_EQ(out[h], 0.0f) << label("row 0, column {}", h);
-    }
-    expect_relative_error(out, cpu_experts(*w, b), tolerance(),
-                          label("moe_experts with bad ids {}", name(*w, b)));
-  }
+  expect_ids_outside_left_out(*w, 2048);
 }
 
 // At prefill sizes over many experts (the chunked align): the same bits run again and
