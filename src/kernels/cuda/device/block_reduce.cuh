@@ -1,5 +1,5 @@
-// Warp and block sums for the row-wise kernels (fixed summation order: results are
-// deterministic from run to run).
+// Warp and block sums (and a warp max) for the row-wise kernels (fixed summation order:
+// results are deterministic from run to run).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,6 +11,15 @@ __device__ __forceinline__ float warp_sum(float value) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) {
     value += __shfl_xor_sync(0xffffffffu, value, offset);
+  }
+  return value;
+}
+
+// Max over the 32 lanes of a warp, returned to every lane; all lanes must call it.
+__device__ __forceinline__ float warp_max(float value) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
   }
   return value;
 }

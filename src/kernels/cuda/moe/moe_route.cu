@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "kernels/cuda/device/block_reduce.cuh"
 #include "kernels/cuda/device/vec.cuh"
 #include "kernels/cuda/moe/moe.h"
 #include "kernels/cuda/runtime/launch.cuh"
@@ -13,20 +14,6 @@ namespace nanovllm::cuda {
 namespace {
 
 constexpr size_t kRouteSmemBytes = size_t{48} << 10;
-
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  }
-  return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // Whether (p, id) comes before (best_p, best_id): more likely, or as likely with a lower id.
 __device__ __forceinline__ bool ranks_before(float p, int id, float best_p, int best_id) {

@@ -4,6 +4,7 @@
 // indexed by pair, so no tile map is needed.
 #include "core/check.h"
 #include "kernels/cuda/device/elementwise_math.cuh"
+#include "kernels/cuda/device/block_reduce.cuh"
 #include "kernels/cuda/device/vec.cuh"
 #include "kernels/cuda/moe/moe.h"
 #include "kernels/cuda/runtime/launch.cuh"
@@ -12,12 +13,6 @@ namespace nanovllm::cuda {
 namespace {
 
 constexpr int kWarps = 8;  // outputs of a CTA
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // grid (pairs, ceil(intermediate / kWarps)): warp w of CTA (p, c) makes act[p, c * kWarps + w].
 template <typename T>
