@@ -148,6 +148,18 @@ class CudaMoeTest : public CudaAgainstCpuTest {
     gpu_->moe_experts(d.x.tensor(), d.ids.tensor(), d.weights.tensor(), w.gpu_gate_up->tensor(),
                       w.gpu_down->tensor(), d.out.tensor());
   }
+  // Replays `graph` (captured over run(w, d)) on d's current operands and returns its output,
+  // which must be the same bits as an eager run on them.
+  std::vector<float> replay_as_eager(CapturedGraph& graph, const ExpertWeights& w, DeviceBatch& d,
+                                     const std::string& what) {
+    poison(*gpu_, d.out.tensor());
+    graph.replay();
+    const std::vector<float> replayed = download_floats(*gpu_, d.out.tensor());
+    poison(*gpu_, d.out.tensor());
+    run(w, d);
+    EXPECT_EQ(replayed, download_floats(*gpu_, d.out.tensor())) << what;
+    return replayed;
+  }
   std::vector<float> gpu_experts(const ExpertWeights& w, const Batch& b) {
     DeviceBatch d = upload(w, b);
     run(w, d);
@@ -302,13 +314,7 @@ TEST_P(CudaMoeTest, ExpertsAreDeterministicAndReplayInGraphs) {
     for (int round = 0; round < 2; ++round) {
       upload_into(*gpu_, d.x.tensor(), random(rows * w->hidden));
       gpu_->upload(d.ids.tensor(), random_ids(rows, w->experts, 3).data());
-      poison(*gpu_, d.out.tensor());
-      graph->replay();
-      const std::vector<float> replayed = download_floats(*gpu_, d.out.tensor());
-      poison(*gpu_, d.out.tensor());
-      run(*w, d);
-      EXPECT_EQ(replayed, download_floats(*gpu_, d.out.tensor()))
-          << label("replay T {} round {}", rows, round);
+      replay_as_eager(*graph, *w, d, label("replay T {} round {}", rows, round));
     }
   }
 }
@@ -389,15 +395,10 @@ TEST_P(CudaMoeTest, ExpertsAtPrefillSizesReplayInGraphs) {
     upload_into(*gpu_, d.x.tensor(), b.x);
     gpu_->upload(d.ids.tensor(), b.ids.data());
     upload_into(*gpu_, d.weights.tensor(), b.weights);
-    poison(*gpu_, d.out.tensor());
-    graph->replay();
-    const std::vector<float> replayed = download_floats(*gpu_, d.out.tensor());
+    const std::vector<float> replayed =
+        replay_as_eager(*graph, *w, d, label("replay T {} round {}", rows, round));
     expect_relative_error(replayed, cpu_experts(*w, b), tolerance(),
                           label("replay round {} {}", round, name(*w, b)));
-    poison(*gpu_, d.out.tensor());
-    run(*w, d);
-    EXPECT_EQ(replayed, download_floats(*gpu_, d.out.tensor()))
-        << label("replay T {} round {}", rows, round);
   }
 }
 
