@@ -20,7 +20,7 @@
 #include "core/check.h"
 #include "kernels/cuda/attention/attention_launch.cuh"
 #include "kernels/cuda/attention/attention_mma.cuh"
-#include "kernels/cuda/attention/head_norm_rope.cuh"
+#include "kernels/cuda/device/head_norm_rope.cuh"
 #include "kernels/cuda/device/mbarrier.cuh"
 #include "kernels/cuda/runtime/launch.cuh"
 #include "kernels/cuda/runtime/sm_residency.h"
