@@ -27,10 +27,13 @@ TEST_P(CudaFusedOpsTest, QkNormRopeStoreKvEqualsTheTwoOps) {
   const DType dtype = GetParam();
   auto gpu = make_cuda_backend(dtype);
   auto cpu = make_cpu_backend(2);
-  // Decode-like (1 token) and prefill-like batches; Qwen3-0.6B heads, GQA 4, odd head_dim.
+  // Decode-like (1 token) and prefill-like batches; Qwen3-0.6B heads, GQA 4, head counts that
+  // leave a warp's heads part-filled (9 + 2 x 3 and 32 + 2 x 4), odd head_dim.
   for (const auto& [dims, tokens] : {std::pair{AttentionDims{16, 8, 128}, int64_t{1}},
                                      std::pair{AttentionDims{16, 8, 128}, int64_t{37}},
                                      std::pair{AttentionDims{8, 2, 64}, int64_t{13}},
+                                     std::pair{AttentionDims{9, 3, 128}, int64_t{29}},
+                                     std::pair{AttentionDims{32, 4, 128}, int64_t{100}},
                                      std::pair{AttentionDims{3, 1, 6}, int64_t{5}}}) {
     const int64_t width = dims.qkv_size();
     const int64_t num_blocks = 7, block_size = 16, max_positions = 300;

@@ -380,8 +380,9 @@ TEST_P(CudaOpsTest, LinearAtDecodeBatchSizeReplaysInGraph) {
 // With the norm weights (Qwen3), and without them (rotary only: Llama, Qwen2).
 TEST_P(CudaOpsTest, QkNormRope) {
   for (bool with_norm : {true, false})
-    for (AttentionDims dims : {AttentionDims{4, 2, 64}, AttentionDims{16, 8, 128},
-                               AttentionDims{3, 1, 16}, AttentionDims{2, 2, 6}}) {
+    for (AttentionDims dims :
+         {AttentionDims{4, 2, 64}, AttentionDims{16, 8, 128}, AttentionDims{6, 3, 128},
+          AttentionDims{3, 1, 16}, AttentionDims{2, 2, 6}}) {
       const int64_t tokens = 11;
       const int max_positions = 50;
       const int64_t width = dims.qkv_size();

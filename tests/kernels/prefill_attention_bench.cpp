@@ -3,7 +3,8 @@
 // 16 query and 8 KV heads, head_dim 128, bf16: the Hopper kernels the engine takes on sm_90
 // (hopper_prefill.h) and the portable tensor-core kernel. Prints microseconds and TFLOP/s
 // counted as FlashAttention counts a causal pass (4 N^2 heads head_dim / 2), for
-// tools/fa3_attention_bench.py to set FlashAttention-3 beside on the same shapes.
+// tools/fa3_attention_bench.py to set FlashAttention-3 beside on the same shapes. Then the op
+// before it, qk_norm_rope storing K/V into the cache, against the copy bandwidth.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -11,11 +12,13 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cuda_bench_util.h"
 #include "kernels/cuda/attention/attention.h"
 #include "kernels/cuda/attention/hopper_prefill.h"
+#include "kernels/cuda/elementwise/elementwise.h"
 
 namespace nanovllm {
 namespace {
@@ -87,6 +90,45 @@ Timings bench_prefill(int tokens, const cudaDeviceProp& properties, cudaStream_t
   return timings;
 }
 
+// Milliseconds of qk_norm_rope over `tokens` rows of qkv with the K/V store (the engine's
+// prefill), and the bytes it must move: qkv read, q and k written back, K and V and the rotary
+// table rows written and read once.
+std::pair<double, double> bench_qk_norm_rope(int tokens, cudaStream_t stream, std::mt19937& rng) {
+  const int qkv_width = (kHeads + 2 * kKvHeads) * kDim;
+  DeviceBuffer qkv(size_t{2} * tokens * qkv_width), norm(size_t{2} * kDim);
+  DeviceBuffer k_cache(size_t{2} * tokens * kKvHeads * kDim), v_cache(k_cache.bytes());
+  DeviceBuffer table(size_t{4} * tokens * kDim), positions(size_t{4} * tokens),
+      slots(size_t{4} * tokens);
+  fill_random_bf16(qkv.get(), qkv.bytes(), rng);
+  fill_random_bf16(norm.get(), norm.bytes(), rng);
+  NVLLM_CUDA_CHECK(cudaMemset(table.get(), 0, table.bytes()));
+  std::vector<int32_t> rows(tokens);
+  std::iota(rows.begin(), rows.end(), 0);
+  NVLLM_CUDA_CHECK(
+      cudaMemcpy(positions.get(), rows.data(), rows.size() * 4, cudaMemcpyHostToDevice));
+  std::shuffle(rows.begin(), rows.end(), rng);
+  NVLLM_CUDA_CHECK(cudaMemcpy(slots.get(), rows.data(), rows.size() * 4, cudaMemcpyHostToDevice));
+  cuda::QkNormRopeArgs args;
+  args.qkv = qkv.get();
+  args.qkv_stride = qkv_width;
+  args.tokens = tokens;
+  args.num_heads = kHeads;
+  args.num_kv_heads = kKvHeads;
+  args.head_dim = kDim;
+  args.q_norm = args.k_norm = norm.get();
+  args.positions = positions.get<int32_t>();
+  args.cos_sin = table.get<float>();
+  args.max_positions = tokens;
+  args.slot_mapping = slots.get<int32_t>();
+  args.num_slots = tokens;
+  args.k_cache = k_cache.get();
+  args.v_cache = v_cache.get();
+  const double ms = time_ms(stream, kTimedRuns, [&] { cuda::qk_norm_rope(args, stream); });
+  const double bytes = 2.0 * tokens * (qkv_width + (kHeads + kKvHeads) * kDim) + k_cache.bytes() +
+                       v_cache.bytes() + table.bytes();
+  return {ms, bytes};
+}
+
 int run(cudaStream_t stream, const cudaDeviceProp& properties) {
   std::mt19937 rng(2);
   fmt::print(
@@ -104,6 +146,15 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties) {
     print("hopper", timings.hopper_ms);
     print("portable", timings.portable_ms);
     std::fflush(stdout);
+  }
+  const double bandwidth = copy_bandwidth(stream);
+  for (int tokens : {4096, 16384}) {
+    const auto [ms, bytes] = bench_qk_norm_rope(tokens, stream, rng);
+    fmt::print(
+        "qk_norm_rope with the K/V store, N {:>5}: {:>7.1f} us, {:>5.0f} GB/s, {:.0f}% of the "
+        "copy bandwidth ({:.0f} GB/s)\n",
+        tokens, ms * 1e3, bytes / (ms * 1e-3) / 1e9, 100 * bytes / (ms * 1e-3) / 1e9 / bandwidth,
+        bandwidth);
   }
   return 0;
 }
