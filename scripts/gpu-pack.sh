@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 peer=${1:-../shared/peer}
 targets="nanovllm cuda_kernels_test engine_golden_test attention_bench decode_ops_bench launch_chain_bench
-  allreduce_bench linear_bench moe_bench prefill_attention_bench"
+  allreduce_bench linear_bench cublaslt_algo_bench moe_bench prefill_attention_bench"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target $targets
 TIMELINE_BUILD_DIR=${TIMELINE_BUILD_DIR:-$BUILD_DIR-timeline}
@@ -25,6 +25,7 @@ cp "$BUILD_DIR/apps/nanovllm" "$BUILD_DIR/tests/kernels/cuda_kernels_test" \
   "$BUILD_DIR/tests/e2e/engine_golden_test" "$BUILD_DIR/tests/kernels/attention_bench" \
   "$BUILD_DIR/tests/kernels/decode_ops_bench" "$BUILD_DIR/tests/kernels/launch_chain_bench" \
   "$BUILD_DIR/tests/kernels/allreduce_bench" "$BUILD_DIR/tests/kernels/linear_bench" \
+  "$BUILD_DIR/tests/kernels/cublaslt_algo_bench" \
   "$BUILD_DIR/tests/kernels/moe_bench" "$BUILD_DIR/tests/kernels/prefill_attention_bench" .gpu/bin/
 cp "$TIMELINE_BUILD_DIR/apps/nanovllm" .gpu/bin/nanovllm_timeline
 strip --strip-debug .gpu/bin/*

@@ -1,0 +1,197 @@
+// How far cuBLASLt's first heuristic choice is from the best algorithm it has, at decode sizes
+// (16 to 256 rows) of the Qwen3 shapes' linears: every algorithm of the heuristic's top 32, and
+// split-K variants (2 to 16 slices) of its distinct tiles, each timed in a graph of
+// back-to-back calls over weight copies that L2 cannot hold; bf16, fp32 accumulation.
+//   usage: cublaslt_algo_bench [SHAPE...]   (0.6b 4b 8b 14b 32b; default: all)
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cuda_bench_util.h"
+#include "kernels/cuda/runtime/cuda_check.h"
+
+namespace nanovllm {
+namespace {
+
+using namespace bench;
+
+struct Shape {
+  const char* name;
+  int hidden, intermediate, heads, kv_heads;
+};
+
+constexpr Shape kShapes[] = {{"0.6b", 1024, 3072, 16, 8},
+                             {"4b", 2560, 9728, 32, 8},
+                             {"8b", 4096, 12288, 32, 8},
+                             {"14b", 5120, 17408, 40, 8},
+                             {"32b", 5120, 25600, 64, 8}};
+constexpr int kRows[] = {16, 32, 64, 128, 256};
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+struct Linear {
+  const char* name;
+  int n, k;
+};
+
+std::vector<Linear> linears_of(const Shape& s) {
+  const int q = s.heads * 128, kv = s.kv_heads * 128;
+  return {{"qkv_proj", q + 2 * kv, s.hidden},
+          {"o_proj", s.hidden, q},
+          {"gate_up_proj", 2 * s.intermediate, s.hidden},
+          {"down_proj", s.hidden, s.intermediate}};
+}
+
+// The attribute's value, or -1 where this cuBLASLt does not report it.
+template <typename T>
+int64_t algo_config(const cublasLtMatmulAlgo_t& algo,
+                    cublasLtMatmulAlgoConfigAttributes_t attribute) {
+  T value{};
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, sizeof(value), &written) !=
+      CUBLAS_STATUS_SUCCESS) {
+    return -1;
+  }
+  return static_cast<int64_t>(value);
+}
+
+std::string describe(const cublasLtMatmulAlgo_t& algo) {
+  return "id " + std::to_string(algo_config<int>(algo, CUBLASLT_ALGO_CONFIG_ID)) + " tile " +
+         std::to_string(algo_config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_TILE_ID)) + " stages " +
+         std::to_string(algo_config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID)) + " splitK " +
+         std::to_string(algo_config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM)) +
+         " reduction " +
+         std::to_string(algo_config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME)) +
+         " swizzle " +
+         std::to_string(algo_config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING)) +
+         " cluster " +
+         std::to_string(algo_config<uint16_t>(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+}
+
+int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::string> wanted) {
+  std::mt19937 rng(1);
+  const double bandwidth = copy_bandwidth(stream);
+  std::printf("%s: copy %.0f GB/s\n", properties.name, bandwidth);
+  cublasLtHandle_t handle;
+  NVLLM_CUBLAS_CHECK(cublasLtCreate(&handle));
+  DeviceBuffer workspace(kWorkspaceBytes);
+  for (const Shape& shape : kShapes) {
+    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), shape.name) == wanted.end()) {
+      continue;
+    }
+    for (const Linear& l : linears_of(shape)) {
+      const size_t weight_bytes = size_t{2} * l.n * l.k;
+      const int copies = static_cast<int>(
+          std::clamp<size_t>((kMinBytesPerRun + weight_bytes - 1) / weight_bytes, 1, 16));
+      DeviceBuffer weights(weight_bytes * copies), x(size_t{2} * 256 * l.k),
+          out(size_t{2} * 256 * l.n);
+      fill_random_bf16(weights.get(), weights.bytes(), rng);
+      fill_random_bf16(x.get(), x.bytes(), rng);
+      for (int rows : kRows) {
+        cublasLtMatmulDesc_t op;
+        NVLLM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        const cublasOperation_t transpose = CUBLAS_OP_T, as_is = CUBLAS_OP_N;
+        NVLLM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                          &transpose, sizeof(transpose)));
+        NVLLM_CUBLAS_CHECK(
+            cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &as_is, sizeof(as_is)));
+        cublasLtMatrixLayout_t a, b, c;
+        NVLLM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, l.k, l.n, l.k));
+        NVLLM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, l.k, rows, l.k));
+        NVLLM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, l.n, rows, l.n));
+        cublasLtMatmulPreference_t preference;
+        NVLLM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+        const uint64_t max_workspace = kWorkspaceBytes;
+        NVLLM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+            preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace,
+            sizeof(max_workspace)));
+        std::vector<cublasLtMatmulHeuristicResult_t> results(32);
+        int count = 0;
+        NVLLM_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, op, a, b, c, c, preference, 32,
+                                                          results.data(), &count));
+        std::vector<cublasLtMatmulAlgo_t> candidates;
+        std::set<std::pair<int64_t, int64_t>> tiles;
+        for (int i = 0; i < count; ++i) candidates.push_back(results[i].algo);
+        for (int i = 0; i < count; ++i) {
+          const auto tile =
+              std::make_pair(algo_config<uint32_t>(results[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                             algo_config<int>(results[i].algo, CUBLASLT_ALGO_CONFIG_ID));
+          if (!tiles.insert(tile).second) continue;
+          for (uint32_t splits : {2u, 3u, 4u, 6u, 8u, 12u, 16u}) {
+            for (uint32_t scheme : {uint32_t{CUBLASLT_REDUCTION_SCHEME_INPLACE},
+                                    uint32_t{CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE}}) {
+              cublasLtMatmulAlgo_t algo = results[i].algo;
+              cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                                   sizeof(splits));
+              cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                                   &scheme, sizeof(scheme));
+              cublasLtMatmulHeuristicResult_t checked{};
+              if (cublasLtMatmulAlgoCheck(handle, op, a, b, c, c, &algo, &checked) ==
+                      CUBLAS_STATUS_SUCCESS &&
+                  checked.workspaceSize <= kWorkspaceBytes) {
+                candidates.push_back(algo);
+              }
+            }
+          }
+        }
+        const double floor_us = (weight_bytes + 2.0 * rows * (l.k + l.n)) / (bandwidth * 1e9) * 1e6;
+        double first_us = 0, best_us = 1e30;
+        std::string best;
+        for (size_t i = 0; i < candidates.size(); ++i) {
+          const float alpha = 1.0f, beta = 0.0f;
+          const int calls = std::max(copies, 8);
+          bool failed = false;
+          const auto body = [&] {
+            for (int call = 0; call < calls && !failed; ++call) {
+              const char* w = weights.get<char>() + (call % copies) * weight_bytes;
+              failed = cublasLtMatmul(handle, op, &alpha, w, a, x.get(), b, &beta, out.get(), c,
+                                      out.get(), c, &candidates[i], workspace.get(),
+                                      kWorkspaceBytes, stream) != CUBLAS_STATUS_SUCCESS;
+            }
+          };
+          body();
+          NVLLM_CUDA_CHECK(cudaStreamSynchronize(stream));
+          if (failed) continue;
+          const double us = 1e3 * time_graph_ms(stream, body) / calls;
+          if (i == 0) first_us = us;
+          if (us < best_us) {
+            best_us = us;
+            best = (i < static_cast<size_t>(count) ? "heuristic #" + std::to_string(i) + " "
+                                                   : std::string("split of top: ")) +
+                   describe(candidates[i]);
+          }
+        }
+        std::printf(
+            "%-5s %-13s %6d x %-6d rows %4d  first %8.2f us %4.0f%%  best %8.2f us %4.0f%%  "
+            "(%zu tried; %s) first: %s\n",
+            shape.name, l.name, l.n, l.k, rows, first_us, 100 * floor_us / first_us, best_us,
+            100 * floor_us / best_us, candidates.size(), best.c_str(),
+            describe(candidates[0]).c_str());
+        std::fflush(stdout);
+        cublasLtMatmulPreferenceDestroy(preference);
+        cublasLtMatrixLayoutDestroy(c);
+        cublasLtMatrixLayoutDestroy(b);
+        cublasLtMatrixLayoutDestroy(a);
+        cublasLtMatmulDescDestroy(op);
+      }
+    }
+  }
+  cublasLtDestroy(handle);
+  return 0;
+}
+
+}  // namespace
+}  // namespace nanovllm
+
+int main(int argc, char** argv) {
+  std::vector<std::string> wanted(argv + 1, argv + argc);
+  return nanovllm::bench::bench_main("cublaslt_algo_bench",
+                                     [&](cudaStream_t stream, const cudaDeviceProp& properties) {
+                                       return nanovllm::run(stream, properties, wanted);
+                                     });
+}
