@@ -8,7 +8,7 @@
 #   that order), and, on a machine of several GPUs, tp (the goldens and hf_compare over 2 and 4
 #   ranks) and tp_bench (allreduce_bench, then TP_SHAPE, 8b by default, at TP_RANKS ranks,
 #   "1 2 4" by default, beside nano-vllm at PEER_TP, 2 by default); gemm (linear_bench: every
-#   linear of the 4B to 32B shapes against copy bandwidth and bf16 peak), moe (the CUDA MoE
+#   linear of the 0.6B to 32B shapes against copy bandwidth and bf16 peak), moe (the CUDA MoE
 #   ops' tests, then moe_bench: Qwen3-30B-A3B's experts against copy bandwidth and bf16 peak)
 #   and families (Qwen2, Llama and Qwen3-MoE: their fixtures against transformers, their
 #   released shapes' benches) run when named, and so does long (32 prompts of 8k to 30k tokens

@@ -15,37 +15,15 @@
 
 #include "cuda_bench_util.h"
 #include "kernels/cuda/runtime/cuda_check.h"
+#include "qwen3_linears.h"
 
 namespace nanovllm {
 namespace {
 
 using namespace bench;
 
-struct Shape {
-  const char* name;
-  int hidden, intermediate, heads, kv_heads;
-};
-
-constexpr Shape kShapes[] = {{"0.6b", 1024, 3072, 16, 8},
-                             {"4b", 2560, 9728, 32, 8},
-                             {"8b", 4096, 12288, 32, 8},
-                             {"14b", 5120, 17408, 40, 8},
-                             {"32b", 5120, 25600, 64, 8}};
 constexpr int kRows[] = {16, 32, 64, 128, 256};
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-
-struct Linear {
-  const char* name;
-  int n, k;
-};
-
-std::vector<Linear> linears_of(const Shape& s) {
-  const int q = s.heads * 128, kv = s.kv_heads * 128;
-  return {{"qkv_proj", q + 2 * kv, s.hidden},
-          {"o_proj", s.hidden, q},
-          {"gate_up_proj", 2 * s.intermediate, s.hidden},
-          {"down_proj", s.hidden, s.intermediate}};
-}
 
 // The attribute's value, or -1 where this cuBLASLt does not report it.
 template <typename T>
@@ -80,11 +58,12 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::
   cublasLtHandle_t handle;
   NVLLM_CUBLAS_CHECK(cublasLtCreate(&handle));
   DeviceBuffer workspace(kWorkspaceBytes);
-  for (const Shape& shape : kShapes) {
+  for (const Qwen3Shape& shape : kQwen3Shapes) {
     if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), shape.name) == wanted.end()) {
       continue;
     }
     for (const Linear& l : linears_of(shape)) {
+      if (l.logits) continue;
       const size_t weight_bytes = size_t{2} * l.n * l.k;
       const int copies = static_cast<int>(
           std::clamp<size_t>((kMinBytesPerRun + weight_bytes - 1) / weight_bytes, 1, 16));

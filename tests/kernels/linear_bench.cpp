@@ -1,5 +1,5 @@
-// Every linear of the Qwen3-4B, -8B, -14B and -32B shapes as the engine runs it (CublasLtLinear,
-// which takes the GEMV up to 8 rows), in bf16 on one GPU:
+// Every linear of the Qwen3-0.6B, -4B, -8B, -14B and -32B shapes as the engine runs it
+// (CublasLtLinear, which takes the GEMV up to 8 rows), in bf16 on one GPU:
 // - at decode sizes (1 to 256 rows), against the device-to-device copy bandwidth: the weight is
 //   read once, so time x bandwidth / weight bytes is the fraction of the floor reached (or
 //   against the peak, where the products take longer than the bytes). The calls cycle over
@@ -9,7 +9,7 @@
 //   drop under the longest ones); not the LM head, which the engine runs on the sampled rows
 //   only, into f32 logits.
 // Each figure is one call in a graph of back-to-back calls, median of replays.
-//   usage: linear_bench [SHAPE...]   (4b 8b 14b 32b; default: all)
+//   usage: linear_bench [SHAPE...]   (0.6b 4b 8b 14b 32b; default: all)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -22,41 +22,15 @@
 #include "cuda_bench_util.h"
 #include "kernels/cuda/linear/cublaslt_linear.h"
 #include "kernels/cuda/runtime/device_allocator.h"
+#include "qwen3_linears.h"
 
 namespace nanovllm {
 namespace {
 
 using namespace bench;
 
-struct Shape {
-  const char* name;
-  int hidden, intermediate, heads, kv_heads;
-};
-
-constexpr Shape kShapes[] = {{"4b", 2560, 9728, 32, 8},
-                             {"8b", 4096, 12288, 32, 8},
-                             {"14b", 5120, 17408, 40, 8},
-                             {"32b", 5120, 25600, 64, 8}};
-constexpr int kHeadDimension = 128;
-constexpr int kVocabulary = 151936;
 constexpr int kDecodeRows[] = {1, 8, 32, 64, 128, 256};
 constexpr int kPrefillRows[] = {2048, 8192, 16384};
-
-struct Linear {
-  const char* name;
-  int n, k;             // weight [n, k]
-  bool logits = false;  // f32 out, on the sampled rows only (no prefill sizes)
-};
-
-std::vector<Linear> linears_of(const Shape& s) {
-  const int q = s.heads * kHeadDimension;
-  const int kv = s.kv_heads * kHeadDimension;
-  return {{"qkv_proj", q + 2 * kv, s.hidden},
-          {"o_proj", s.hidden, q},
-          {"gate_up_proj", 2 * s.intermediate, s.hidden},
-          {"down_proj", s.hidden, s.intermediate},
-          {"lm_head", kVocabulary, s.hidden, true}};
-}
 
 // Milliseconds of one out [m, n] = x [m, k] @ weight^T, over `copies` weights in turn.
 double time_linear(cuda::CublasLtLinear& linear, cudaStream_t stream, int64_t m, const Linear& l,
@@ -110,7 +84,7 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::
               properties.name, bandwidth, peak_tflops, peak_size);
   std::printf("%-5s %-13s %7s %7s %8s %10s %9s\n", "shape", "linear", "n", "k", "rows", "us",
               "of floor");
-  for (const Shape& shape : kShapes) {
+  for (const Qwen3Shape& shape : kQwen3Shapes) {
     if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), shape.name) == wanted.end()) {
       continue;
     }
