@@ -45,7 +45,16 @@ class SignalOnFirstOutput:
             self.sender.join()
 
 
-def test_ctrl_c_raises_keyboard_interrupt_promptly_and_the_llm_stays_usable():
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raising KeyboardInterrupt, as in an interactive Python: a process started in the
+    background by a non-interactive shell inherits SIGINT ignored, and Python then keeps it so."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_raises_keyboard_interrupt_promptly_and_the_llm_stays_usable(ctrl_c_raises):
     llm = LLM(TIED, num_kvcache_blocks=16, kvcache_block_size=16)
     expected = LLM(TIED, num_kvcache_blocks=16, kvcache_block_size=16).generate(
         *SHORT, use_tqdm=False)
