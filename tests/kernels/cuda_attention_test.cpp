@@ -257,6 +257,8 @@ TEST(CudaAttention, PrefillMatchesCpu) {
       {{8, 2, 64}, 64, {100, 0, 5, 700}, {129, 64, 1, 33}},
       // Many query tiles a head, past a long cached prefix (Hopper: several work items a CTA).
       {{16, 8, 128}, 256, {0, 1500}, {1300, 400}},
+      // Blocks of one 128-key tile; keys ending inside a tile, past a prefix that ends in one.
+      {{8, 2, 128}, 128, {0, 129, 250}, {300, 70, 9}},
       {{32, 4, 128}, 16, {37}, {1000}},
   };
   std::mt19937 rng(7);

@@ -62,6 +62,7 @@ Timings bench_prefill(int tokens, const cudaDeviceProp& properties, cudaStream_t
   args.qkv_row_stride = qkv_width;
   args.k_cache = k_cache.get();
   args.v_cache = v_cache.get();
+  args.num_blocks = blocks;
   args.out = out.get();
   args.out_row_stride = kHeads * kDim;
   args.cu_seqlens_q = cu_d.get<int32_t>();

@@ -469,6 +469,7 @@ void CudaBackend::run_attention(const Tensor& qkv, const LayerKVCache& cache,
   args.qkv_row_stride = qkv.stride(0);
   args.k_cache = cache.k.data();
   args.v_cache = cache.v.data();
+  args.num_blocks = cache.k.size(0);
   args.out = out.data();
   args.out_row_stride = out.stride(0);
   args.cu_seqlens_q = metadata.cu_seqlens_q.data_as<int32_t>();

@@ -16,13 +16,14 @@ namespace nanovllm::cuda {
 // [0, that position] of s, read through block_tables. Rows of a sequence with context_len 0
 // (padding in a captured decode batch) are written with zeros.
 struct PagedAttentionArgs {
-  DType dtype = DType::kBF16;             // of qkv, the caches and out (f32, bf16 or f16)
-  const void* qkv = nullptr;              // [num_tokens, qkv_row_stride]; q heads start at column 0
-  int64_t qkv_row_stride = 0;             // elements
-  const void* k_cache = nullptr;          // [num_blocks, block_size, num_kv_heads, head_dim]
-  const void* v_cache = nullptr;          // same layout
-  void* out = nullptr;                    // [num_tokens, out_row_stride]; num_heads * head_dim used
-  int64_t out_row_stride = 0;             // elements
+  DType dtype = DType::kBF16;     // of qkv, the caches and out (f32, bf16 or f16)
+  const void* qkv = nullptr;      // [num_tokens, qkv_row_stride]; q heads start at column 0
+  int64_t qkv_row_stride = 0;     // elements
+  const void* k_cache = nullptr;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  const void* v_cache = nullptr;  // same layout
+  int64_t num_blocks = 0;         // of the caches; 0: unknown (the Hopper prefill's TMA needs it)
+  void* out = nullptr;            // [num_tokens, out_row_stride]; num_heads * head_dim used
+  int64_t out_row_stride = 0;     // elements
   const int32_t* cu_seqlens_q = nullptr;  // [num_seqs + 1]
   const int32_t* context_lens = nullptr;  // [num_seqs]
   const int32_t* block_tables = nullptr;  // [num_seqs, block_table_stride], -1 past the end

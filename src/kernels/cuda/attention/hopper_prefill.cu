@@ -5,6 +5,7 @@
 #include <flashinfer/attention/scheduler.cuh>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/check.h"
 #include "kernels/cuda/attention/hopper_prefill_kernels.cuh"
@@ -154,6 +155,13 @@ bool HopperPrefillAttention::run(const PagedAttentionArgs& args, const int32_t* 
   p.page_size = args.block_size;
   p.window_left = -1;
   p.causal = true;
+  // Blocks of whole 128-key tiles: K/V tiles by TMA through the block table.
+  const int64_t num_slots = args.num_blocks * args.block_size;
+  if (args.head_dim == 128 && args.block_size % 128 == 0 && num_slots > 0 &&
+      num_slots <= INT32_MAX) {
+    NVLLM_CUDA_CHECK(hopper_prefill::launch_head_dim_128_paged_tma(p, num_slots, stream));
+    return true;
+  }
   NVLLM_CUDA_CHECK(args.head_dim == 64 ? hopper_prefill::launch_head_dim_64(p, stream)
                                        : hopper_prefill::launch_head_dim_128(p, stream));
   return true;

@@ -1,8 +1,10 @@
 // bf16 prefill attention on Hopper (sm_90) through FlashInfer's sm90 kernels: wgmma from shared
-// memory, a producer warpgroup gathering K/V tiles through the block table with cp.async while
-// two consumer warpgroups run QK^T, the online softmax and PV, causal masking on the diagonal
-// tiles only, persistent CTAs over a work list planned on the host (longest tiles first).
-// About 2.3x the FlashAttention-2-style kernel of attention_prefill.cu on long prompts.
+// memory, a producer bringing K/V tiles in through the block table while two consumer
+// warpgroups run QK^T, the online softmax and PV, causal masking on the diagonal tiles only,
+// persistent CTAs over a work list planned on the host (longest tiles first). At head_dim 128
+// with blocks of whole 128-key tiles (the engine's 256) the tiles come by TMA
+// (hopper_paged_tma.cuh): 0.97 to 1.08x FlashAttention-3 on one long prompt, where
+// FlashInfer's cp.async gather (the other geometries) reached 0.81 to 0.92x.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,7 +37,9 @@ class HopperPrefillAttention {
   // Runs args given host copies of its cu_seqlens_q [num_seqs + 1] and context_lens
   // [num_seqs]. Returns false, having launched nothing, for a batch these kernels do not
   // serve: a sequence with fewer keys than query rows (decode padding has none), or more work
-  // than one schedule per head covers (over about half a million query rows).
+  // than one schedule per head covers (over about half a million query rows). On the TMA path
+  // it writes zeros to a sequence's unused slots in the 128-key tile of its last key (see
+  // hopper_paged_tma.cuh): they are the sequence's own, and no other op reads them.
   bool run(const PagedAttentionArgs& args, const int32_t* host_cu_seqlens_q,
            const int32_t* host_context_lens, cudaStream_t stream);
 
