@@ -3,8 +3,8 @@
 // GEMMs do not take. One warp per output, its lanes across the depth; act and weighted are
 // indexed by pair, so no tile map is needed.
 #include "core/check.h"
-#include "kernels/cuda/device/elementwise_math.cuh"
 #include "kernels/cuda/device/block_reduce.cuh"
+#include "kernels/cuda/device/elementwise_math.cuh"
 #include "kernels/cuda/device/vec.cuh"
 #include "kernels/cuda/moe/moe.h"
 #include "kernels/cuda/runtime/launch.cuh"
