@@ -1,14 +1,16 @@
 // Decode-attention bandwidth on the bench workload's geometry (Qwen3-0.6B: 16 query heads,
-// 8 kv heads, head_dim 128, bf16, KV block size 256) for batches 1, 32, 256 at contexts 512,
-// 2048, 8192. Each call is timed as part of a run over enough distinct caches ("layers") that
-// L2 cannot hold them; the median over repetitions is compared with the device-to-device copy
-// bandwidth measured here (read + write bytes). Each run over the layers is one CUDA graph.
+// 8 kv heads, head_dim 128, bf16, KV block size 256), or another number of query and kv heads,
+// for batches 1, 32, 256 at contexts 512, 2048, 8192, and mixed contexts. Each call is timed as
+// part of a run over enough distinct caches ("layers") that L2 cannot hold them; the median over
+// repetitions is compared with the device-to-device copy bandwidth measured here (read + write
+// bytes). Each run over the layers is one CUDA graph.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -35,15 +37,20 @@ struct Result {
   double gbps;
 };
 
+struct Heads {
+  int query = kNumHeads;
+  int kv = kNumKvHeads;
+};
+
 // One decode attention call per layer over sequences of `contexts` keys, in that order.
-Result bench_decode(const std::vector<int32_t>& contexts, int num_sms, cudaStream_t stream,
-                    std::mt19937& rng) {
+Result bench_decode(const std::vector<int32_t>& contexts, Heads heads, int num_sms,
+                    cudaStream_t stream, std::mt19937& rng) {
   const int batch = static_cast<int>(contexts.size());
   const int longest = *std::max_element(contexts.begin(), contexts.end());
   const int blocks_per_seq = (longest + kBlockSize - 1) / kBlockSize;
   const int num_blocks = batch * blocks_per_seq;
   const size_t cache_bytes =
-      size_t{2} * num_blocks * kBlockSize * kNumKvHeads * kHeadDim;  // one of K, V (bf16)
+      size_t{2} * num_blocks * kBlockSize * heads.kv * kHeadDim;  // one of K, V (bf16)
   const size_t layer_bytes = 2 * cache_bytes;
   const int layers = static_cast<int>(
       std::clamp<size_t>((kMinBytesPerRun + layer_bytes - 1) / layer_bytes, 1, kMaxLayers));
@@ -66,9 +73,9 @@ Result bench_decode(const std::vector<int32_t>& contexts, int num_sms, cudaStrea
   NVLLM_CUDA_CHECK(cudaMemcpy(contexts_d.get(), contexts.data(), contexts.size() * sizeof(int32_t),
                               cudaMemcpyHostToDevice));
 
-  const int qkv_width = (kNumHeads + 2 * kNumKvHeads) * kHeadDim;
+  const int qkv_width = (heads.query + 2 * heads.kv) * kHeadDim;
   DeviceBuffer qkv(size_t{2} * batch * qkv_width);
-  DeviceBuffer out(size_t{2} * batch * kNumHeads * kHeadDim);
+  DeviceBuffer out(size_t{2} * batch * heads.query * kHeadDim);
   fill_random_bf16(qkv.get(), size_t{2} * batch * qkv_width, rng);
 
   cuda::PagedAttentionArgs args;
@@ -76,7 +83,7 @@ Result bench_decode(const std::vector<int32_t>& contexts, int num_sms, cudaStrea
   args.qkv = qkv.get();
   args.qkv_row_stride = qkv_width;
   args.out = out.get();
-  args.out_row_stride = kNumHeads * kHeadDim;
+  args.out_row_stride = heads.query * kHeadDim;
   args.cu_seqlens_q = cu_d.get<int32_t>();
   args.context_lens = contexts_d.get<int32_t>();
   args.block_tables = tables_d.get<int32_t>();
@@ -84,8 +91,8 @@ Result bench_decode(const std::vector<int32_t>& contexts, int num_sms, cudaStrea
   args.num_seqs = batch;
   args.num_tokens = batch;
   args.max_seqlen_q = 1;
-  args.num_heads = kNumHeads;
-  args.num_kv_heads = kNumKvHeads;
+  args.num_heads = heads.query;
+  args.num_kv_heads = heads.kv;
   args.head_dim = kHeadDim;
   args.block_size = kBlockSize;
   args.scale = 0.08838834764831845f;
@@ -102,11 +109,11 @@ Result bench_decode(const std::vector<int32_t>& contexts, int num_sms, cudaStrea
   const double ms = bench::time_graph_ms(stream, run_layers);
   const double us = ms * 1e3 / layers;
   const double keys = std::accumulate(contexts.begin(), contexts.end(), 0.0);
-  const double bytes = keys * 2 * kNumKvHeads * kHeadDim * 2;
+  const double bytes = keys * 2 * heads.kv * kHeadDim * 2;
   return {batch, static_cast<int>(keys / batch), layers, us, bytes / (us * 1e-6) / 1e9};
 }
 
-int run(cudaStream_t stream, const cudaDeviceProp& prop) {
+int run(cudaStream_t stream, const cudaDeviceProp& prop, Heads heads) {
   std::mt19937 rng(0);
 
   const double copy_gbps = copy_bandwidth(stream);
@@ -114,13 +121,13 @@ int run(cudaStream_t stream, const cudaDeviceProp& prop) {
              prop.l2CacheSize >> 20);
   fmt::print("device-to-device copy: {:.0f} GB/s (read + write)\n", copy_gbps);
   fmt::print("decode attention: {} heads, {} kv heads, head_dim {}, bf16, block size {}\n",
-             kNumHeads, kNumKvHeads, kHeadDim, kBlockSize);
+             heads.query, heads.kv, kHeadDim, kBlockSize);
 
   std::vector<Result> results;
   for (int batch : {1, 32, 256}) {
     for (int context : {512, 2048, 8192}) {
-      const Result r =
-          bench_decode(std::vector<int32_t>(batch, context), prop.multiProcessorCount, stream, rng);
+      const Result r = bench_decode(std::vector<int32_t>(batch, context), heads,
+                                    prop.multiProcessorCount, stream, rng);
       fmt::print(
           "  B {:>3} ctx {:>4}: {:>8.1f} us  {:>6.0f} GB/s  {:>5.1f}% of copy  ({} caches)\n",
           r.batch, r.context, r.us, r.gbps, 100.0 * r.gbps / copy_gbps, r.layers);
@@ -137,11 +144,23 @@ int run(cudaStream_t stream, const cudaDeviceProp& prop) {
   for (const char* order : {"random", "ascending", "descending"}) {
     if (order[0] == 'a') std::sort(mixed.begin(), mixed.end());
     if (order[0] == 'd') std::sort(mixed.rbegin(), mixed.rend());
-    const Result r = bench_decode(mixed, prop.multiProcessorCount, stream, rng);
+    const Result r = bench_decode(mixed, heads, prop.multiProcessorCount, stream, rng);
     fmt::print(
         "  B {} contexts 100..2048 ({} order, mean {}): {:.1f} us  {:.0f} GB/s  {:.1f}% of copy\n",
         r.batch, order, r.context, r.us, r.gbps, 100.0 * r.gbps / copy_gbps);
     std::fflush(stdout);
+  }
+  // 128 sequences of about 1,000 keys, longest first (as the engine orders them).
+  std::vector<int32_t> near_1000(128);
+  std::uniform_int_distribution<int32_t> around(900, 1100);
+  for (int32_t& c : near_1000) c = around(rng);
+  std::sort(near_1000.rbegin(), near_1000.rend());
+  {
+    const Result r = bench_decode(near_1000, heads, prop.multiProcessorCount, stream, rng);
+    fmt::print(
+        "  B {} contexts 900..1100 (descending, mean {}): {:.1f} us  {:.0f} GB/s  {:.1f}% of "
+        "copy\n",
+        r.batch, r.context, r.us, r.gbps, 100.0 * r.gbps / copy_gbps);
   }
 
   fmt::print("\n| batch | context | time (us) | GB/s | % of copy |\n");
@@ -156,6 +175,20 @@ int run(cudaStream_t stream, const cudaDeviceProp& prop) {
 }  // namespace
 }  // namespace nanovllm
 
-int main() {
-  return nanovllm::bench::bench_main("attention_bench", nanovllm::run);
+//   usage: attention_bench [QUERY_HEADS KV_HEADS]   (default 16 8)
+int main(int argc, char** argv) {
+  nanovllm::Heads heads;
+  if (argc == 3) {
+    heads.query = std::atoi(argv[1]);
+    heads.kv = std::atoi(argv[2]);
+  }
+  if (argc == 2 || argc > 3 || heads.kv < 1 || heads.query % heads.kv != 0 ||
+      heads.query / heads.kv > 8) {
+    std::fprintf(stderr, "usage: attention_bench [QUERY_HEADS KV_HEADS] (a group of 1 to 8)\n");
+    return 2;
+  }
+  return nanovllm::bench::bench_main("attention_bench",
+                                     [&](cudaStream_t stream, const cudaDeviceProp& prop) {
+                                       return nanovllm::run(stream, prop, heads);
+                                     });
 }
