@@ -147,6 +147,12 @@ fi
 if has attention; then
   check attention_bench "$bin/attention_bench"
   tail -n 15 "$LOG_DIR/attention_bench.log"
+  # The other geometries of the served shapes: Qwen3-8B's, and Qwen2.5-7B's and
+  # Qwen3-30B-A3B's 4 kv heads.
+  for heads in "32 8" "28 4" "32 4"; do
+    check "attention_bench_${heads// /_}" "$bin/attention_bench" $heads
+    grep -E 'decode attention:|  B ' "$LOG_DIR/attention_bench_${heads// /_}.log"
+  done
   check decode_ops_bench "$bin/decode_ops_bench"
   cat "$LOG_DIR/decode_ops_bench.log"
   check launch_chain_bench "$bin/launch_chain_bench"
