@@ -1,6 +1,6 @@
 // The CUDA backend's mixture-of-experts ops (moe_route, moe_experts) against the CPU ops on the
 // same random inputs, in f32, bf16 and f16: odd widths and real ones (Qwen3-30B-A3B), batches
-// from one row to thousands (both tile shapes of the mma.sync grouped GEMMs, the CUTLASS ones
+// from one row to thousands (the three tile shapes of the mma.sync grouped GEMMs, the CUTLASS ones
 // that bf16 takes at prefill sizes, and the per-pair path),
 // skewed routing (one expert takes every row, most experts idle), ids outside the experts,
 // ties in the router, and bit-exact repeats, graph replays and batch invariance.
@@ -14,6 +14,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "core/buffer.h"
 #include "cuda_test_util.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/moe/moe.h"
 
 namespace nanovllm::test {
 namespace {
@@ -210,7 +212,7 @@ TEST_P(CudaMoeTest, OutputOverTheInputGivesTheSameBits) {
 }
 
 // Widths that are multiples of 8 but not of the tiles' 64 (and one narrower than a tile's
-// depth), every expert count and top_k up to 8, batches from 1 row to 3000: both tile shapes.
+// depth), every expert count and top_k up to 8, batches from 1 row to 3000: every tile shape.
 TEST_P(CudaMoeTest, ExpertsMatchCpuOnOddShapes) {
   for (const auto& [hidden, intermediate] : {std::pair<int64_t, int64_t>{136, 72}, {40, 24}}) {
     for (int64_t experts : {1, 3, 8, 60, 128}) {
@@ -237,15 +239,21 @@ TEST_P(CudaMoeTest, ExpertsMatchCpuOnUnalignedWidths) {
 }
 
 // Qwen3-30B-A3B's expert widths (hidden 2048, intermediate 768, top 8; 32 of its 128 experts,
-// to keep the CPU reference short) and its TP=2 shard (intermediate 384), at decode batches and
-// one of 520 rows that takes the prefill tiles.
+// to keep the CPU reference short) and its TP=2 shard (intermediate 384), at batches that take
+// each tile shape: 16-row tiles (1, 33 rows), 32-row ones (80) and the prefill tiles (520).
 TEST_P(CudaMoeTest, ExpertsMatchCpuAtRealWidths) {
+  constexpr int64_t kExperts = 32;
+  constexpr int64_t kRows[] = {1, 33, 80, 520};
+  if (dtype() != DType::kF32) {
+    std::set<cuda::MoeTiles> taken;
+    for (int64_t rows : kRows) taken.insert(cuda::moe_tiles_for(rows * 8, kExperts));
+    EXPECT_EQ(taken.size(), 3u) << "the batches no longer take every tile shape";
+  }
   for (int64_t intermediate : {768, 384}) {
-    const std::unique_ptr<ExpertWeights> w = make_weights(2048, intermediate, 32);
-    for (int64_t rows : {1, 33, 100, 520}) {
+    const std::unique_ptr<ExpertWeights> w = make_weights(2048, intermediate, kExperts);
+    for (int64_t rows : kRows) {
       // The f32 path reads every pair's weights anew: kept to small batches.
       if (dtype() == DType::kF32 && rows > 33) continue;
-      if (intermediate == 384 && rows == 100) continue;
       expect_experts_match(*w, make_batch(*w, rows, 8), "real");
     }
   }

@@ -2,17 +2,18 @@
 // 8) and of its TP=2 shard (intermediate 384), in bf16 on one GPU, as the engine runs them
 // (cuda::moe_experts, moe/moe.h), with router ids drawn from the softmax of random logits
 // (cuda::moe_route on normal logits: a realistic spread over the experts):
-// - at decode sizes (1 to 256 rows), against the device-to-device copy bandwidth: the weights of
+// - at decode sizes (1 to 384 rows), against the device-to-device copy bandwidth: the weights of
 //   the experts a call touches (gate_up and down) are read once, so their bytes / time over the
 //   copy's GB/s (read + write) is the fraction of the floor reached. The calls of a graph cycle
 //   over distinct routings and two copies of the weights, so that L2 does not keep them;
 // - at prefill sizes (2,048 to 16,384 rows), against the dense bf16 peak measured in the same
 //   run (an 8192 x 8192 x 8192 cuBLASLt product), counting 2 * T * k * 3 * H * I flops.
-// The router is timed apart. At 1, 256, 2,048 and 16,384 rows the stages of moe_experts' mma.sync
-// path are also timed cumulatively (align; + gate_up; + down; + combine), and at 2,048 and
-// 16,384 those of the CUTLASS path that bf16 prefill takes (align; + gather; + gate_up;
-// + silu_mul; + down; + combine). Each figure is a call in a graph of
-// back-to-back calls, median of replays.
+// The router is timed apart. From 128 rows on, the whole op is also timed through each of its
+// paths (the mma.sync GEMMs at 16- or 32-row tiles, CUTLASS's at 128), whichever moe_tiles_for
+// would pick, to place the switches between them. At 1 and 384 rows the stages of the path the
+// engine takes are timed cumulatively (align; + gate_up; + down; + combine), and at 2,048 and
+// 16,384 rows those of the CUTLASS path (align; + gather; + gate_up; + silu_mul; + down;
+// + combine). Each figure is a call in a graph of back-to-back calls, median of replays.
 //   usage: moe_bench
 #include <cuda_runtime.h>
 
@@ -38,7 +39,11 @@ constexpr int kModelHidden = 2048;
 constexpr int kExperts = 128;
 constexpr int kTopK = 8;
 constexpr int kIntermediates[] = {768, 384};  // the model, its TP=2 shard
-constexpr int kDecodeRows[] = {1, 8, 32, 64, 128, 256};
+constexpr int kDecodeRows[] = {1, 8, 32, 64, 128, 160, 192, 224, 256, 320, 384};
+// The decode sizes also timed through each of moe_experts' paths (moe_tiles_for picks one).
+constexpr int kPathRowsFrom = 128;
+constexpr cuda::MoeTiles kPaths[] = {cuda::MoeTiles::kDecode, cuda::MoeTiles::kDecodeWide,
+                                     cuda::MoeTiles::kPrefill};
 constexpr int kPrefillRows[] = {2048, 8192, 16384};
 constexpr int kRoutings = 4;      // distinct routings a decode graph cycles over
 constexpr int kWeightCopies = 2;  // and copies of the weights
@@ -107,107 +112,132 @@ cuda::MoeExpertsArgs experts_args(int rows, int intermediate, const Routing& rou
   return args;
 }
 
-// The stages of moe_experts at `rows` rows, timed cumulatively (align; + gate_up; + down;
-// + combine), over the routings and weight copies in turn.
-void time_stages(int rows, int intermediate, const std::vector<const Routing*>& routings,
-                 const std::vector<const char*>& gate_ups, const std::vector<const char*>& downs,
-                 const DeviceBuffer& x, const DeviceBuffer& out, cudaStream_t stream) {
-  cuda::MoeGemmArgs gemm;
-  gemm.dtype = DType::kBF16;
-  gemm.pairs = static_cast<int64_t>(rows) * kTopK;
-  gemm.experts = kExperts;
-  gemm.top_k = kTopK;
-  gemm.hidden = kModelHidden;
-  gemm.intermediate = intermediate;
-  gemm.tiles = cuda::moe_tiles_for(gemm.pairs, kExperts, gemm.dtype);
-  gemm.map.tile_rows = cuda::moe_tile_rows(gemm.tiles);
-  gemm.map.max_tiles = cuda::moe_max_tiles(gemm.pairs, kExperts, gemm.map.tile_rows);
-  const int64_t slots = gemm.map.max_tiles * gemm.map.tile_rows;
-  DeviceBuffer sorted(size_t{4} * slots), tile_experts(size_t{4} * gemm.map.max_tiles), count(4),
-      align_scratch(size_t{4} * cuda::moe_align_scratch_ints(gemm.pairs, kExperts)),
-      act(size_t{2} * slots * intermediate), weighted(size_t{2} * gemm.pairs * kModelHidden);
-  gemm.map.sorted_pairs = sorted.get<int32_t>();
-  gemm.map.tile_experts = tile_experts.get<int32_t>();
-  gemm.map.num_tiles = count.get<int32_t>();
-  gemm.map.align_scratch = align_scratch.get<int32_t>();
-  const char* names[] = {"align", "+ gate_up", "+ down", "+ combine"};
-  std::printf("  stages at %d rows, I %d:", rows, intermediate);
-  for (int stages = 1; stages <= 4; ++stages) {
-    const int calls = static_cast<int>(routings.size());
-    const double us =
-        1e3 / calls * time_graph_ms(stream, [&] {
-          for (int c = 0; c < calls; ++c) {
-            const int32_t* ids = routings[c]->ids.get<int32_t>();
-            cuda::moe_align(ids, gemm.pairs, kExperts, gemm.map, stream);
-            if (stages >= 2) {
-              cuda::moe_gate_up(gemm, x.get(), kModelHidden, gate_ups[c % gate_ups.size()],
-                                act.get(), stream);
-            }
-            if (stages >= 3) {
-              cuda::moe_down(gemm, act.get(), routings[c]->weights.get<float>(),
-                             downs[c % downs.size()], weighted.get(), stream);
-            }
-            if (stages >= 4) {
-              cuda::moe_combine(DType::kBF16, weighted.get(), ids, rows, kTopK, kExperts,
-                                kModelHidden, out.get(), kModelHidden, stream);
-            }
-          }
-        });
-    std::printf("  %s %.2f us", names[stages - 1], us);
-  }
-  std::printf("\n");
-}
-
-// The same for the Hopper path of bf16 prefill (cuda::moe_cutlass_experts): align; + gather;
-// + gate_up; + silu_mul; + down; + combine.
-void time_cutlass_stages(int rows, int intermediate, const Routing& routing, const char* gate_up,
-                         const char* down, const DeviceBuffer& x, const DeviceBuffer& out,
-                         cudaStream_t stream) {
+// The sizes and tile map of moe_experts' stages at `rows` rows with `tiles`.
+cuda::MoeCutlassArgs stage_args(int rows, int intermediate, cuda::MoeTiles tiles) {
   cuda::MoeCutlassArgs c;
   cuda::MoeGemmArgs& gemm = c.gemm;
   gemm.dtype = DType::kBF16;
+  gemm.tiles = tiles;
   gemm.pairs = static_cast<int64_t>(rows) * kTopK;
   gemm.experts = kExperts;
   gemm.top_k = kTopK;
   gemm.hidden = kModelHidden;
   gemm.intermediate = intermediate;
-  gemm.tiles = cuda::MoeTiles::kPrefill;
-  gemm.map.tile_rows = cuda::moe_tile_rows(gemm.tiles);
+  gemm.map.tile_rows = cuda::moe_tile_rows(tiles);
   gemm.map.max_tiles = cuda::moe_max_tiles(gemm.pairs, kExperts, gemm.map.tile_rows);
-  const int64_t slots = gemm.map.max_tiles * gemm.map.tile_rows;
-  DeviceBuffer sorted(size_t{4} * slots), tile_experts(size_t{4} * gemm.map.max_tiles), count(4),
-      align_scratch(size_t{4} * cuda::moe_align_scratch_ints(gemm.pairs, kExperts)),
-      xs(size_t{2} * slots * kModelHidden), gu(size_t{4} * slots * intermediate),
-      act(size_t{2} * slots * intermediate), pair_slots(size_t{4} * gemm.pairs),
-      scratch(cuda::moe_cutlass_scratch_bytes(kExperts));
-  gemm.map.sorted_pairs = sorted.get<int32_t>();
-  gemm.map.tile_experts = tile_experts.get<int32_t>();
-  gemm.map.num_tiles = count.get<int32_t>();
-  gemm.map.align_scratch = align_scratch.get<int32_t>();
-  c.ids = routing.ids.get<int32_t>();
-  c.x = x.get();
-  c.x_stride = kModelHidden;
-  c.gate_up = gate_up;
-  c.down = down;
-  c.xs = xs.get();
-  c.gu = gu.get();
-  c.act = act.get();
-  c.y = xs.get();
-  c.pair_slots = pair_slots.get<int32_t>();
-  c.scratch = scratch.get();
-  const char* names[] = {"align", "+ gather", "+ gate_up", "+ silu_mul", "+ down", "+ combine"};
-  std::printf("  CUTLASS stages at %d rows, I %d:", rows, intermediate);
-  for (int stages = 1; stages <= 6; ++stages) {
-    c.stages = stages;
-    const double us = 1e3 * time_graph_ms(stream, [&] {
-                        cuda::moe_cutlass_experts(c, stream);
-                        if (stages >= 6) {
-                          cuda::moe_combine_slots(
-                              DType::kBF16, c.y, c.pair_slots, c.ids, routing.weights.get<float>(),
-                              rows, kTopK, kExperts, kModelHidden, out.get(), kModelHidden, stream);
-                        }
-                      });
-    std::printf("  %s %.2f us", names[stages - 1], us);
+  return c;
+}
+
+// The buffers of moe_experts' stages, for timing them one by one: the mma.sync path's, or at
+// kPrefill (bf16) the CUTLASS path's.
+struct StageBuffers {
+  cuda::MoeCutlassArgs c;  // c.gemm serves the mma.sync path too
+  int64_t slots;
+  size_t on_cutlass;  // 1 on the CUTLASS path, else 0: a factor of each path's own buffers
+  DeviceBuffer sorted, tile_experts, count, align_scratch, act, weighted, xs, gu, pair_slots,
+      scratch;
+  StageBuffers(int rows, int intermediate, cuda::MoeTiles tiles, const DeviceBuffer& x)
+      : c(stage_args(rows, intermediate, tiles)),
+        slots(c.gemm.map.max_tiles * c.gemm.map.tile_rows),
+        on_cutlass(tiles == cuda::MoeTiles::kPrefill ? 1 : 0),
+        sorted(size_t{4} * slots),
+        tile_experts(size_t{4} * c.gemm.map.max_tiles),
+        count(4),
+        align_scratch(size_t{4} * cuda::moe_align_scratch_ints(c.gemm.pairs, kExperts)),
+        act(size_t{2} * slots * intermediate),
+        weighted((1 - on_cutlass) * 2 * c.gemm.pairs * kModelHidden),
+        xs(on_cutlass * 2 * slots * kModelHidden),
+        gu(on_cutlass * 4 * slots * intermediate),
+        pair_slots(on_cutlass * 4 * c.gemm.pairs),
+        scratch(on_cutlass * cuda::moe_cutlass_scratch_bytes(kExperts)) {
+    cuda::MoeGemmArgs& gemm = c.gemm;
+    gemm.map.sorted_pairs = sorted.get<int32_t>();
+    gemm.map.tile_experts = tile_experts.get<int32_t>();
+    gemm.map.num_tiles = count.get<int32_t>();
+    gemm.map.align_scratch = align_scratch.get<int32_t>();
+    c.x = x.get();
+    c.x_stride = kModelHidden;
+    c.xs = xs.get();
+    c.gu = gu.get();
+    c.act = act.get();
+    c.y = xs.get();
+    c.pair_slots = pair_slots.get<int32_t>();
+    c.scratch = scratch.get();
+  }
+  bool cutlass() const { return on_cutlass == 1; }
+  // The stages of the path, in order.
+  std::vector<const char*> stage_names() const {
+    if (cutlass()) return {"align", "+ gather", "+ gate_up", "+ silu_mul", "+ down", "+ combine"};
+    return {"align", "+ gate_up", "+ down", "+ combine"};
+  }
+};
+
+// The first `stages` stages of moe_experts' path in `b`, a call per routing (cycling over the
+// weight copies), in us per call.
+double time_stages(StageBuffers& b, int stages, const std::vector<const Routing*>& routings,
+                   const std::vector<const char*>& gate_ups, const std::vector<const char*>& downs,
+                   const DeviceBuffer& out, cudaStream_t stream) {
+  const cuda::MoeGemmArgs& gemm = b.c.gemm;
+  const int rows = static_cast<int>(gemm.pairs / kTopK);
+  const int calls = static_cast<int>(routings.size());
+  return 1e3 / calls * time_graph_ms(stream, [&] {
+           for (int call = 0; call < calls; ++call) {
+             const Routing& r = *routings[call];
+             const char* gate_up = gate_ups[call % gate_ups.size()];
+             const char* down = downs[call % downs.size()];
+             const int32_t* ids = r.ids.get<int32_t>();
+             if (b.cutlass()) {
+               b.c.ids = ids;
+               b.c.gate_up = gate_up;
+               b.c.down = down;
+               b.c.stages = std::min(stages, 5);
+               cuda::moe_cutlass_experts(b.c, stream);
+               if (stages >= 6) {
+                 cuda::moe_combine_slots(DType::kBF16, b.c.y, b.c.pair_slots, ids,
+                                         r.weights.get<float>(), rows, kTopK, kExperts,
+                                         kModelHidden, out.get(), kModelHidden, stream);
+               }
+               continue;
+             }
+             cuda::moe_align(ids, gemm.pairs, kExperts, gemm.map, stream);
+             if (stages >= 2) {
+               cuda::moe_gate_up(gemm, b.c.x, kModelHidden, gate_up, b.act.get(), stream);
+             }
+             if (stages >= 3) {
+               cuda::moe_down(gemm, b.act.get(), r.weights.get<float>(), down, b.weighted.get(),
+                              stream);
+             }
+             if (stages >= 4) {
+               cuda::moe_combine(DType::kBF16, b.weighted.get(), ids, rows, kTopK, kExperts,
+                                 kModelHidden, out.get(), kModelHidden, stream);
+             }
+           }
+         });
+}
+
+const char* tiles_name(cuda::MoeTiles tiles) {
+  switch (tiles) {
+    case cuda::MoeTiles::kDecode:
+      return "16-row tiles";
+    case cuda::MoeTiles::kDecodeWide:
+      return "32-row tiles";
+    case cuda::MoeTiles::kPrefill:
+      break;
+  }
+  return "CUTLASS";
+}
+
+// Every stage of the path `tiles` at `rows` rows, timed cumulatively.
+void print_stages(int rows, int intermediate, cuda::MoeTiles tiles,
+                  const std::vector<const Routing*>& routings,
+                  const std::vector<const char*>& gate_ups, const std::vector<const char*>& downs,
+                  const DeviceBuffer& x, const DeviceBuffer& out, cudaStream_t stream) {
+  StageBuffers b(rows, intermediate, tiles, x);
+  const std::vector<const char*> names = b.stage_names();
+  std::printf("  %s, stages at %d rows, I %d:", tiles_name(tiles), rows, intermediate);
+  for (int stages = 1; stages <= static_cast<int>(names.size()); ++stages) {
+    std::printf("  %s %.2f us", names[stages - 1],
+                time_stages(b, stages, routings, gate_ups, downs, out, stream));
   }
   std::printf("\n");
 }
@@ -315,16 +345,41 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties) {
                   rows, us, prefill_routings[i].touched, "", "", 100.0 * tflops / peak_tflops,
                   tflops);
     }
+    // The larger decode batches through each path, the whole op (moe_combine included).
+    std::printf("  the whole op by path, us (of the floor):\n  %6s", "rows");
+    for (cuda::MoeTiles tiles : kPaths) std::printf(" %20s", tiles_name(tiles));
+    std::printf("   engine's choice\n");
+    for (size_t i = 0; i < std::size(kDecodeRows); ++i) {
+      const int rows = kDecodeRows[i];
+      if (rows < kPathRowsFrom) continue;
+      std::vector<const Routing*> each;
+      double touched = 0;
+      for (const Routing& r : decode_routings[i]) {
+        each.push_back(&r);
+        touched += r.touched;
+      }
+      const double floor_us = touched / kRoutings * expert_bytes / (bandwidth * 1e3);
+      std::printf("  %6d", rows);
+      for (cuda::MoeTiles tiles : kPaths) {
+        StageBuffers b(rows, intermediate, tiles, x);
+        const int stages = static_cast<int>(b.stage_names().size());
+        const double us = time_stages(b, stages, each, gate_ups, downs, out, stream);
+        std::printf(" %11.2f (%5.1f%%)", us, 100.0 * floor_us / us);
+      }
+      std::printf("   %s\n", tiles_name(cuda::moe_tiles_for(int64_t{rows} * kTopK, kExperts)));
+    }
     for (const std::deque<Routing>* routings :
          {&decode_routings.front(), &decode_routings.back()}) {
       std::vector<const Routing*> each;
       for (const Routing& r : *routings) each.push_back(&r);
-      time_stages(routings->front().rows, intermediate, each, gate_ups, downs, x, out, stream);
+      const int rows = routings->front().rows;
+      print_stages(rows, intermediate, cuda::moe_tiles_for(int64_t{rows} * kTopK, kExperts), each,
+                   gate_ups, downs, x, out, stream);
     }
     for (const Routing& r : prefill_routings) {
       if (&r == &prefill_routings[1]) continue;  // the smallest and the largest
-      time_stages(r.rows, intermediate, {&r}, gate_ups, downs, x, out, stream);
-      time_cutlass_stages(r.rows, intermediate, r, gate_ups[0], downs[0], x, out, stream);
+      print_stages(r.rows, intermediate, cuda::MoeTiles::kPrefill, {&r}, gate_ups, downs, x, out,
+                   stream);
     }
   }
   return 0;

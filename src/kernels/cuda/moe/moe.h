@@ -88,14 +88,15 @@ void moe_experts(const MoeExpertsArgs& args, void* scratch, cudaStream_t stream)
 // ---- The stages of moe_experts ---------------------------------------------------------------
 
 // The GEMMs' tile shapes: 16-row tiles of many narrow CTAs that stream each touched expert's
-// weights once (decode batches), or 128-row tiles that reuse them (prefill).
-enum class MoeTiles { kDecode, kPrefill };
+// weights once (decode batches); 32-row ones for the larger decode batches, where 16 rows would
+// split many experts' runs over two tiles; or 128-row tiles that reuse the weights (prefill).
+enum class MoeTiles { kDecode, kDecodeWide, kPrefill };
 
 // Rows of a tile, the unit each expert's run of pairs is padded to.
 int moe_tile_rows(MoeTiles tiles);
 
-// The tile shape for `pairs` (rows * top_k) pairs over `experts` experts in `dtype`.
-MoeTiles moe_tiles_for(int64_t pairs, int64_t experts, DType dtype);
+// The tile shape for `pairs` (rows * top_k) pairs over `experts` experts.
+MoeTiles moe_tiles_for(int64_t pairs, int64_t experts);
 
 // Whether the tensor-core path serves these operands (else the per-pair kernels do).
 bool moe_tensor_cores_serve(const MoeExpertsArgs& args);

@@ -153,7 +153,15 @@ int64_t chunks_of(int64_t pairs) {
 }  // namespace
 
 int moe_tile_rows(MoeTiles tiles) {
-  return tiles == MoeTiles::kDecode ? 16 : 128;
+  switch (tiles) {
+    case MoeTiles::kDecode:
+      return 16;
+    case MoeTiles::kDecodeWide:
+      return 32;
+    case MoeTiles::kPrefill:
+      break;
+  }
+  return 128;
 }
 
 int64_t moe_max_tiles(int64_t pairs, int64_t experts, int tile_rows) {

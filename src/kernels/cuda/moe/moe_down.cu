@@ -26,6 +26,8 @@ void launch_down(const MoeGemmArgs& args, const void* act, const float* weights,
   // The CTA orders of moe_gate_up, for the same reasons.
   if (args.tiles == MoeTiles::kPrefill) {
     moe::launch_grouped_gemm<T, moe::PrefillDownShape, false>(p, false, stream);
+  } else if (args.tiles == MoeTiles::kDecodeWide) {
+    moe::launch_grouped_gemm<T, moe::DecodeWideDownShape, false>(p, true, stream);
   } else if (args.pairs >= moe::kShallowDownFromPairs) {
     moe::launch_grouped_gemm<T, moe::DecodeDownShallowShape, false>(p, true, stream);
   } else {

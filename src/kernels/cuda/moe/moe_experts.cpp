@@ -49,7 +49,7 @@ ScratchLayout layout_for(const MoeExpertsArgs& args) {
   layout.tensor_cores = moe_tensor_cores_serve(args);
   int64_t act_rows = pairs;
   if (layout.tensor_cores) {
-    layout.tiles = moe_tiles_for(pairs, args.experts, args.dtype);
+    layout.tiles = moe_tiles_for(pairs, args.experts);
     layout.map.tile_rows = moe_tile_rows(layout.tiles);
     layout.map.max_tiles = moe_max_tiles(pairs, args.experts, layout.map.tile_rows);
     act_rows = layout.map.max_tiles * layout.map.tile_rows;
@@ -103,15 +103,15 @@ MoeGemmArgs gemm_args(const MoeExpertsArgs& args, const ScratchLayout& layout, c
 
 }  // namespace
 
-MoeTiles moe_tiles_for(int64_t pairs, int64_t experts, DType dtype) {
-  // 128-row tiles once the experts average 32 rows: fewer would be mostly padding. Below that,
-  // a decode GEMM's CTA keeps a copy of the ids in its shared memory while it finds its tile.
-  // In bf16 the 128-row tiles are CUTLASS's, which stream the weights faster from 16 rows an
-  // expert on (moe_bench, H200, Qwen3-30B-A3B's experts at 256 rows: 372 against 410 us; at
-  // 128 rows 362 against 328).
-  const int64_t decode_rows_per_expert = dtype == DType::kBF16 ? 16 : 32;
-  return pairs < decode_rows_per_expert * experts && pairs + experts <= 16384 ? MoeTiles::kDecode
-                                                                              : MoeTiles::kPrefill;
+MoeTiles moe_tiles_for(int64_t pairs, int64_t experts) {
+  // Averaging fewer than 16 rows an expert, 16-row tiles: most runs fit one. From 16 on, where
+  // 16-row tiles would split many runs in two, 32-row ones; from 32 on, 128-row tiles (in bf16
+  // CUTLASS's), which reuse each expert's weights over many rows. moe_bench, H100,
+  // Qwen3-30B-A3B's experts, the whole op through 16-row / 32-row / CUTLASS tiles: 128 rows
+  // 445 / 457 / 489 us; 224 rows 470 / 469 / 499; 256 rows 492 / 473 / 502; 384 rows 622 /
+  // 495 / 517. A batch of prefill size takes the prefill tiles whatever the experts.
+  if (pairs >= 32 * experts || pairs + experts > 16384) return MoeTiles::kPrefill;
+  return pairs >= 16 * experts ? MoeTiles::kDecodeWide : MoeTiles::kDecode;
 }
 
 bool moe_tensor_cores_serve(const MoeExpertsArgs& args) {

@@ -27,6 +27,8 @@ void launch_gate_up(const MoeGemmArgs& args, const void* x, int64_t x_stride, co
   // side, so that its gathered x rows and its expert's weights stay in L2 between them.
   if (args.tiles == MoeTiles::kPrefill) {
     moe::launch_grouped_gemm<T, moe::PrefillGateUpShape, true>(p, false, stream);
+  } else if (args.tiles == MoeTiles::kDecodeWide) {
+    moe::launch_grouped_gemm<T, moe::DecodeWideGateUpShape, true>(p, true, stream);
   } else if (args.pairs < moe::kNarrowGateUpBelowPairs) {
     moe::launch_grouped_gemm<T, moe::DecodeGateUpNarrowShape, true>(p, true, stream);
   } else {

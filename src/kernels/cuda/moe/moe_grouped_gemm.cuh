@@ -318,6 +318,8 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinCtas)
 // -> 12.0 us; at 256 rows it loses 5%). down: 4 warps over 64 columns, 5 stages, two CTAs an SM;
 // from 1,024 pairs on the shallow one, 3 stages and three CTAs an SM, whose many short CTAs
 // overlap each other's start better (256 rows: 179 -> 170 us; at one row it loses 15%).
+// Wide decode: 32-row tiles over the same columns, each warp two 16-row slices, 4 stages so
+// that two CTAs fit an SM.
 // Prefill: 128 x 128 tiles of 8 warps (2 x 4, 64 x 32 each), 64 deep; gate_up (256 weight rows)
 // 4 stages and one CTA an SM, down 3 stages and two CTAs an SM (against 128 x 64 gate_up tiles
 // two an SM, and 32-deep down stages: each no better at 16,384 rows).
@@ -325,6 +327,8 @@ using DecodeGateUpShape = TileShape<16, 32, 128, 1, 4, 5, 2>;
 using DecodeGateUpNarrowShape = TileShape<16, 16, 128, 1, 2, 5, 3>;
 using DecodeDownShape = TileShape<16, 64, 128, 1, 4, 5, 2>;
 using DecodeDownShallowShape = TileShape<16, 64, 128, 1, 4, 3, 3>;
+using DecodeWideGateUpShape = TileShape<32, 32, 128, 1, 4, 4, 2>;
+using DecodeWideDownShape = TileShape<32, 64, 128, 1, 4, 4, 2>;
 using PrefillGateUpShape = TileShape<128, 128, 64, 2, 4, 4, 1>;
 using PrefillDownShape = TileShape<128, 128, 64, 2, 4, 3, 2>;
 inline constexpr int64_t kNarrowGateUpBelowPairs = 2048;
