@@ -104,14 +104,17 @@ MoeGemmArgs gemm_args(const MoeExpertsArgs& args, const ScratchLayout& layout, c
 }  // namespace
 
 MoeTiles moe_tiles_for(int64_t pairs, int64_t experts) {
-  // Averaging fewer than 16 rows an expert, 16-row tiles: most runs fit one. From 16 on, where
-  // 16-row tiles would split many runs in two, 32-row ones; from 32 on, 128-row tiles (in bf16
-  // CUTLASS's), which reuse each expert's weights over many rows. moe_bench, H100,
-  // Qwen3-30B-A3B's experts, the whole op through 16-row / 32-row / CUTLASS tiles: 128 rows
-  // 445 / 457 / 489 us; 224 rows 470 / 469 / 499; 256 rows 492 / 473 / 502; 384 rows 622 /
-  // 495 / 517. A batch of prefill size takes the prefill tiles whatever the experts.
+  // Averaging fewer than 14 rows an expert, 16-row tiles: most runs fit one. From 14 on, where
+  // 16-row tiles split more and more runs in two, 32-row ones; from 32 on, 128-row tiles (in
+  // bf16 CUTLASS's), which reuse each expert's weights over many rows. moe_bench,
+  // Qwen3-30B-A3B's experts, the whole op through 16-row / 32-row / CUTLASS tiles, us:
+  //   rows   H100               H200
+  //    192   457 / 465 / 496    355 / 357 / 373
+  //    224   470 / 469 / 499    381 / 362 / 376
+  //    256   492 / 473 / 502    411 / 369 / 377
+  // A batch of prefill size takes the prefill tiles whatever the experts.
   if (pairs >= 32 * experts || pairs + experts > 16384) return MoeTiles::kPrefill;
-  return pairs >= 16 * experts ? MoeTiles::kDecodeWide : MoeTiles::kDecode;
+  return pairs >= 14 * experts ? MoeTiles::kDecodeWide : MoeTiles::kDecode;
 }
 
 bool moe_tensor_cores_serve(const MoeExpertsArgs& args) {
