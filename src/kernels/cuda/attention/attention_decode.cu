@@ -38,7 +38,7 @@ constexpr int kMinChunksPerSplit = kDecodeWarps;
 __device__ __forceinline__ int chunks_per_split(int num_chunks, int num_splits) {
   return max((num_chunks + num_splits - 1) / num_splits, kMinChunksPerSplit);
 }
-constexpr int kMaxGroup = 8;   // query heads per kv head: rows 0..7 of the MMA tile
+constexpr int kMaxGroup = 8;  // query heads per kv head: rows 0..7 of the MMA tile
 // Resident decode CTAs per SM where the keys are split: each asks for half an SM's shared
 // memory (launch_typed). Unsplit, head_dim 128, a CTA's 75 KB let three fit.
 constexpr int kCtasPerSm = 2;
