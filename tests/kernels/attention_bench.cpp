@@ -141,27 +141,25 @@ int run(cudaStream_t stream, const cudaDeviceProp& prop, Heads heads) {
   std::vector<int32_t> mixed(131);
   std::uniform_int_distribution<int32_t> context_of(100, 2048);
   for (int32_t& c : mixed) c = context_of(rng);
-  for (const char* order : {"random", "ascending", "descending"}) {
+  // Mixed contexts: `range` names their spread, `order` the order they come in.
+  const auto bench_mixed = [&](const std::vector<int32_t>& contexts, const char* range,
+                               const char* order) {
+    const Result r = bench_decode(contexts, heads, prop.multiProcessorCount, stream, rng);
+    fmt::print("  B {} contexts {} ({}, mean {}): {:.1f} us  {:.0f} GB/s  {:.1f}% of copy\n",
+               r.batch, range, order, r.context, r.us, r.gbps, 100.0 * r.gbps / copy_gbps);
+    std::fflush(stdout);
+  };
+  for (const char* order : {"random order", "ascending order", "descending order"}) {
     if (order[0] == 'a') std::sort(mixed.begin(), mixed.end());
     if (order[0] == 'd') std::sort(mixed.rbegin(), mixed.rend());
-    const Result r = bench_decode(mixed, heads, prop.multiProcessorCount, stream, rng);
-    fmt::print(
-        "  B {} contexts 100..2048 ({} order, mean {}): {:.1f} us  {:.0f} GB/s  {:.1f}% of copy\n",
-        r.batch, order, r.context, r.us, r.gbps, 100.0 * r.gbps / copy_gbps);
-    std::fflush(stdout);
+    bench_mixed(mixed, "100..2048", order);
   }
   // 128 sequences of about 1,000 keys, longest first (as the engine orders them).
   std::vector<int32_t> near_1000(128);
   std::uniform_int_distribution<int32_t> around(900, 1100);
   for (int32_t& c : near_1000) c = around(rng);
   std::sort(near_1000.rbegin(), near_1000.rend());
-  {
-    const Result r = bench_decode(near_1000, heads, prop.multiProcessorCount, stream, rng);
-    fmt::print(
-        "  B {} contexts 900..1100 (descending, mean {}): {:.1f} us  {:.0f} GB/s  {:.1f}% of "
-        "copy\n",
-        r.batch, r.context, r.us, r.gbps, 100.0 * r.gbps / copy_gbps);
-  }
+  bench_mixed(near_1000, "900..1100", "descending");
 
   fmt::print("\n| batch | context | time (us) | GB/s | % of copy |\n");
   fmt::print("| ---: | ---: | ---: | ---: | ---: |\n");

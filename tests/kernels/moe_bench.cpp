@@ -133,23 +133,23 @@ cuda::MoeCutlassArgs stage_args(int rows, int intermediate, cuda::MoeTiles tiles
 struct StageBuffers {
   cuda::MoeCutlassArgs c;  // c.gemm serves the mma.sync path too
   int64_t slots;
-  size_t on_cutlass;  // 1 on the CUTLASS path, else 0: a factor of each path's own buffers
+  bool cutlass;  // the CUTLASS path, with its own buffers; else the mma.sync path's weighted
   DeviceBuffer sorted, tile_experts, count, align_scratch, act, weighted, xs, gu, pair_slots,
       scratch;
   StageBuffers(int rows, int intermediate, cuda::MoeTiles tiles, const DeviceBuffer& x)
       : c(stage_args(rows, intermediate, tiles)),
         slots(c.gemm.map.max_tiles * c.gemm.map.tile_rows),
-        on_cutlass(tiles == cuda::MoeTiles::kPrefill ? 1 : 0),
+        cutlass(tiles == cuda::MoeTiles::kPrefill),
         sorted(size_t{4} * slots),
         tile_experts(size_t{4} * c.gemm.map.max_tiles),
         count(4),
         align_scratch(size_t{4} * cuda::moe_align_scratch_ints(c.gemm.pairs, kExperts)),
         act(size_t{2} * slots * intermediate),
-        weighted((1 - on_cutlass) * 2 * c.gemm.pairs * kModelHidden),
-        xs(on_cutlass * 2 * slots * kModelHidden),
-        gu(on_cutlass * 4 * slots * intermediate),
-        pair_slots(on_cutlass * 4 * c.gemm.pairs),
-        scratch(on_cutlass * cuda::moe_cutlass_scratch_bytes(kExperts)) {
+        weighted(cutlass ? 0 : size_t{2} * c.gemm.pairs * kModelHidden),
+        xs(cutlass ? size_t{2} * slots * kModelHidden : 0),
+        gu(cutlass ? size_t{4} * slots * intermediate : 0),
+        pair_slots(cutlass ? size_t{4} * c.gemm.pairs : 0),
+        scratch(cutlass ? cuda::moe_cutlass_scratch_bytes(kExperts) : 0) {
     cuda::MoeGemmArgs& gemm = c.gemm;
     gemm.map.sorted_pairs = sorted.get<int32_t>();
     gemm.map.tile_experts = tile_experts.get<int32_t>();
@@ -164,10 +164,9 @@ struct StageBuffers {
     c.pair_slots = pair_slots.get<int32_t>();
     c.scratch = scratch.get();
   }
-  bool cutlass() const { return on_cutlass == 1; }
   // The stages of the path, in order.
   std::vector<const char*> stage_names() const {
-    if (cutlass()) return {"align", "+ gather", "+ gate_up", "+ silu_mul", "+ down", "+ combine"};
+    if (cutlass) return {"align", "+ gather", "+ gate_up", "+ silu_mul", "+ down", "+ combine"};
     return {"align", "+ gate_up", "+ down", "+ combine"};
   }
 };
@@ -186,7 +185,7 @@ double time_stages(StageBuffers& b, int stages, const std::vector<const Routing*
              const char* gate_up = gate_ups[call % gate_ups.size()];
              const char* down = downs[call % downs.size()];
              const int32_t* ids = r.ids.get<int32_t>();
-             if (b.cutlass()) {
+             if (b.cutlass) {
                b.c.ids = ids;
                b.c.gate_up = gate_up;
                b.c.down = down;
