@@ -312,12 +312,15 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinCtas)
 }
 
 // The tile shapes. Decode: 16-row tiles 128 deep. gate_up: 4 warps side by side over 32 gate
-// and 32 up columns, 5 stages, two CTAs an SM; below 2,048 pairs the narrow one, 2 warps over 16
+// and 32 up columns, 5 stages, two CTAs an SM; below 1,024 pairs the narrow one, 2 warps over 16
 // and 16, three CTAs an SM, twice the CTAs so that the few experts of a small batch are streamed
 // by more SMs at once (Qwen3-30B-A3B at one row: gate_up 21.3 -> 20.3 us, its TP=2 shard 13.4
-// -> 12.0 us; at 256 rows it loses 5%). down: 4 warps over 64 columns, 5 stages, two CTAs an SM;
-// from 1,024 pairs on the shallow one, 3 stages and three CTAs an SM, whose many short CTAs
-// overlap each other's start better (256 rows: 179 -> 170 us; at one row it loses 15%).
+// -> 12.0 us). From 1,024 pairs (128 rows of Qwen3-30B-A3B) the wider CTAs stream better on an
+// H200 (the whole op at 128 / 160 / 192 rows: 328 / 336 / 356 -> 324 / 330 / 346 us) and as
+// well on an H100 (444 / 449 / 456 -> 445 / 450 / 458 us).
+// down: 4 warps over 64 columns, 5 stages, two CTAs an SM; from 1,024 pairs on the shallow one,
+// 3 stages and three CTAs an SM, whose many short CTAs overlap each other's start better (256
+// rows: 179 -> 170 us; at one row it loses 15%).
 // Wide decode: 32-row tiles over the same columns, each warp two 16-row slices, 4 stages so
 // that two CTAs fit an SM.
 // Prefill: 128 x 128 tiles of 8 warps (2 x 4, 64 x 32 each), 64 deep; gate_up (256 weight rows)
@@ -331,7 +334,7 @@ using DecodeWideGateUpShape = TileShape<32, 32, 128, 1, 4, 4, 2>;
 using DecodeWideDownShape = TileShape<32, 64, 128, 1, 4, 4, 2>;
 using PrefillGateUpShape = TileShape<128, 128, 64, 2, 4, 4, 1>;
 using PrefillDownShape = TileShape<128, 128, 64, 2, 4, 3, 2>;
-inline constexpr int64_t kNarrowGateUpBelowPairs = 2048;
+inline constexpr int64_t kNarrowGateUpBelowPairs = 1024;
 inline constexpr int64_t kShallowDownFromPairs = 1024;
 
 // Host side: the checks both GEMMs' launchers make of `args` (moe.h), naming `op`.
