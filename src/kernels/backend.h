@@ -224,6 +224,15 @@ class Backend {
   // then its up rows); down [E, H, I]; out [T, H], which may be x
   virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                            const Tensor& gate_up, const Tensor& down, Tensor out) = 0;
+  // moe_experts, then add_rms_norm(out, residual, norm_weight, eps): the next layer's input
+  // norm, which a backend may fold into the experts' last step. residual [T, H]; norm_weight
+  // [H].
+  virtual void moe_experts_add_rms_norm(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                        const Tensor& gate_up, const Tensor& down, Tensor out,
+                                        Tensor residual, const Tensor& norm_weight, float eps) {
+    moe_experts(x, ids, weights, gate_up, down, out);
+    add_rms_norm(out, residual, norm_weight, eps);
+  }
 
   // What the one-row kernels below serve for a model of these widths: a model may run a
   // decode batch of one row through them (one kernel each on the GPU, in place of a norm, SiLU

@@ -3,7 +3,8 @@
 // from one row to thousands (the three tile shapes of the mma.sync grouped GEMMs, the CUTLASS ones
 // that bf16 takes at prefill sizes, and the per-pair path),
 // skewed routing (one expert takes every row, most experts idle), ids outside the experts,
-// ties in the router, and bit-exact repeats, graph replays and batch invariance.
+// ties in the router, bit-exact repeats, graph replays and batch invariance, and the next
+// add_rms_norm folded into the experts bit for bit.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -207,6 +208,38 @@ TEST_P(CudaMoeTest, OutputOverTheInputGivesTheSameBits) {
       gpu_->moe_experts(d.x.tensor(), d.ids.tensor(), d.weights.tensor(), w->gpu_gate_up->tensor(),
                         w->gpu_down->tensor(), d.x.tensor());
       EXPECT_EQ(download_floats(*gpu_, d.x.tensor()), expected) << label("{}", name(*w, b));
+    }
+  }
+}
+
+// The next add_rms_norm folded into the experts' last step: the same bits in out and in the
+// residual as moe_experts, then add_rms_norm, on every path: 16-row tiles (3 rows), 32-row ones
+// (80), the prefill tiles (700; CUTLASS's in bf16) and the per-pair kernels (widths not
+// multiples of 8, and f32); out over x, as the model runs it.
+TEST_P(CudaMoeTest, FoldedAddRmsNormGivesTheBitsOfTheSeparateOps) {
+  constexpr float kEps = 1e-6f;
+  for (const auto& [hidden, intermediate] : {std::pair<int64_t, int64_t>{136, 72}, {30, 20}}) {
+    const std::unique_ptr<ExpertWeights> w = make_weights(hidden, intermediate, 16);
+    DeviceTensor norm = upload_floats(*gpu_, dtype(), {hidden}, random(hidden, 0.5f, 1.5f));
+    for (int64_t rows : {3, 80, 700}) {
+      const Batch b = make_batch(*w, rows, 4);
+      const std::vector<float> residual = random(rows * hidden);
+      DeviceBatch separate = upload(*w, b);
+      DeviceTensor separate_residual = upload_floats(*gpu_, dtype(), {rows, hidden}, residual);
+      gpu_->moe_experts(separate.x.tensor(), separate.ids.tensor(), separate.weights.tensor(),
+                        w->gpu_gate_up->tensor(), w->gpu_down->tensor(), separate.x.tensor());
+      gpu_->add_rms_norm(separate.x.tensor(), separate_residual.tensor(), norm.tensor(), kEps);
+      DeviceBatch folded = upload(*w, b);
+      DeviceTensor folded_residual = upload_floats(*gpu_, dtype(), {rows, hidden}, residual);
+      gpu_->moe_experts_add_rms_norm(
+          folded.x.tensor(), folded.ids.tensor(), folded.weights.tensor(), w->gpu_gate_up->tensor(),
+          w->gpu_down->tensor(), folded.x.tensor(), folded_residual.tensor(), norm.tensor(), kEps);
+      EXPECT_EQ(download_floats(*gpu_, folded.x.tensor()),
+                download_floats(*gpu_, separate.x.tensor()))
+          << label("norm {}", name(*w, b));
+      EXPECT_EQ(download_floats(*gpu_, folded_residual.tensor()),
+                download_floats(*gpu_, separate_residual.tensor()))
+          << label("residual {}", name(*w, b));
     }
   }
 }

@@ -19,6 +19,7 @@
 #include "kernels/cuda/attention/hopper_prefill.h"
 #include "kernels/cuda/linear/cublaslt_linear.h"
 #include "kernels/cuda/linear/gemv.h"
+#include "kernels/cuda/moe/moe.h"
 #include "kernels/cuda/runtime/device_allocator.h"
 #include "kernels/cuda/runtime/stream_tickets.h"
 
@@ -76,6 +77,9 @@ class CudaBackend final : public Backend {
                  Tensor ids) override;
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& gate_up,
                    const Tensor& down, Tensor out) override;
+  void moe_experts_add_rms_norm(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                const Tensor& gate_up, const Tensor& down, Tensor out,
+                                Tensor residual, const Tensor& norm_weight, float eps) override;
   OneRowKernels one_row_kernels(int64_t hidden, int64_t intermediate) const override;
   void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& weight,
                        Tensor out, Tensor pending) override;
@@ -119,6 +123,10 @@ class CudaBackend final : public Backend {
                                                   const AttentionDims& dims,
                                                   const LayerKVCache& cache,
                                                   const AttentionMetadata& metadata) const;
+  // moe_experts(), with `then` (its residual null: none) folded into the last step.
+  void run_moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                       const Tensor& gate_up, const Tensor& down, Tensor out,
+                       const cuda::MoeAddRmsNorm& then);
   // attention(), with `fused` (its qkv null: none) done on the fly (attention_ops.h).
   void run_attention(const Tensor& qkv, const LayerKVCache& cache,
                      const AttentionMetadata& metadata, const AttentionDims& dims, float scale,

@@ -42,6 +42,31 @@ void CudaBackend::moe_route(const Tensor& logits, int top_k, bool normalize, Ten
 
 void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                               const Tensor& gate_up, const Tensor& down, Tensor out) {
+  run_moe_experts(x, ids, weights, gate_up, down, out, {});
+}
+
+void CudaBackend::moe_experts_add_rms_norm(const Tensor& x, const Tensor& ids,
+                                           const Tensor& weights, const Tensor& gate_up,
+                                           const Tensor& down, Tensor out, Tensor residual,
+                                           const Tensor& norm_weight, float eps) {
+  check_rows(out, "moe_experts_add_rms_norm out", dtype_, {-1, -1});
+  check_rows(residual, "moe_experts_add_rms_norm residual", dtype_, {out.size(0), out.size(1)});
+  check_contiguous(norm_weight, "moe_experts_add_rms_norm norm_weight", dtype_, {out.size(1)});
+  NVLLM_CHECK_MSG(
+      out.size(0) == 0 || (residual.data() != out.data() && residual.data() != x.data() &&
+                           residual.data() != ids.data() && residual.data() != weights.data()),
+      "moe_experts_add_rms_norm residual shares storage with another operand");
+  cuda::MoeAddRmsNorm then;
+  then.residual = residual.data();
+  then.residual_stride = residual.stride(0);
+  then.weight = norm_weight.data();
+  then.eps = eps;
+  run_moe_experts(x, ids, weights, gate_up, down, out, then);
+}
+
+void CudaBackend::run_moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                  const Tensor& gate_up, const Tensor& down, Tensor out,
+                                  const cuda::MoeAddRmsNorm& then) {
   check_rows(x, "moe_experts x", dtype_, {-1, -1});
   const int64_t rows = x.size(0);
   const int64_t hidden = x.size(1);
@@ -80,6 +105,7 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   NVLLM_CHECK_MSG(top_k <= INT32_MAX && rows * top_k <= INT32_MAX / 4,
                   "moe_experts ids {}: too many pairs", ids.shape_string());
   args.top_k = static_cast<int>(top_k);
+  args.then = then;
   void* scratch = grow_scratch(moe_scratch_, cuda::moe_experts_scratch_bytes(args), "moe_experts");
   cuda::moe_experts(args, scratch, stream());
 }

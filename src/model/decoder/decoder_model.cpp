@@ -322,12 +322,15 @@ Tensor DecoderModel::forward_rows(const ForwardBatch& batch,
   auto dump_layer = [&](int layer, std::string_view what, const Tensor& t) {
     if (dumper.enabled()) dumper.dump(fmt::format("layer{}.{}", layer, what), t);
   };
-  for (int i = 0; i < config_.num_hidden_layers; ++i) {
+  const int layers = config_.num_hidden_layers;
+  bool normed = false;  // whether the last layer's experts left the next norm in a.h
+  for (int i = 0; i < layers; ++i) {
     const DecoderLayerWeights& w = weights_.layers[i];
     if (i == 0) {
       backend_.rms_norm(a.residual, w.input_layernorm, eps, a.h);  // h [T, H]
     } else {
-      backend_.add_rms_norm(a.h, a.residual, w.input_layernorm, eps);  // residual += h; h = norm
+      // residual += h; h = norm, unless the experts before folded it in
+      if (!normed) backend_.add_rms_norm(a.h, a.residual, w.input_layernorm, eps);
       dump_layer(i - 1, "output", a.residual);
     }
     dump_layer(i, "input_norm", a.h);
@@ -342,8 +345,12 @@ Tensor DecoderModel::forward_rows(const ForwardBatch& batch,
 
     backend_.add_rms_norm(a.h, a.residual, w.post_attention_layernorm, eps);  // residual += attn
     dump_layer(i, "post_attention_norm", a.h);
+    normed = false;
     if (config_.moe.is_sparse(i)) {
-      experts(i, a);  // [T, H]; over ranks, a partial sum
+      const Tensor& next_norm =
+          i + 1 < layers ? weights_.layers[i + 1].input_layernorm : weights_.norm;
+      normed = experts(i, a, next_norm);  // [T, H]; over ranks, a partial sum
+      if (normed) continue;
     } else {
       backend_.linear(a.h, w.gate_up_proj, a.gate_up);  // [T, 2 I]
       dump_layer(i, "gate_up", a.gate_up);
@@ -354,8 +361,9 @@ Tensor DecoderModel::forward_rows(const ForwardBatch& batch,
     if (shard_.tp.size > 1) backend_.all_reduce_sum(a.h);
     dump_layer(i, "mlp_out", a.h);
   }
-  backend_.add_rms_norm(a.h, a.residual, weights_.norm, eps);  // residual += mlp; h = final norm
-  dump_layer(config_.num_hidden_layers - 1, "output", a.residual);
+  // residual += mlp; h = final norm, unless the experts before folded it in
+  if (!normed) backend_.add_rms_norm(a.h, a.residual, weights_.norm, eps);
+  dump_layer(layers - 1, "output", a.residual);
   dumper.dump("final_norm", a.h);
 
   // Row indices increase, so with as many rows as tokens (decode) the gather is the identity.
@@ -372,7 +380,7 @@ Tensor DecoderModel::forward_rows(const ForwardBatch& batch,
   return a.logits;
 }
 
-void DecoderModel::experts(int layer, const Activations& a) {
+bool DecoderModel::experts(int layer, const Activations& a, const Tensor& next_norm) {
   const DecoderLayerWeights& w = weights_.layers[layer];
   const MixtureOfExperts& moe = config_.moe;
   TensorDumper& dumper = workspace_->dumper;
@@ -380,12 +388,20 @@ void DecoderModel::experts(int layer, const Activations& a) {
   backend_.linear(a.h, w.router, a.router_logits);  // [T, experts]
   backend_.moe_route(a.router_logits, moe.experts_per_token, moe.normalize_weights,
                      a.expert_weights, a.expert_ids);
-  backend_.moe_experts(a.h, a.expert_ids, a.expert_weights, w.expert_gate_up, w.expert_down, a.h);
+  const bool fold_norm = shard_.tp.size == 1 && !dumper.enabled();
+  if (fold_norm) {
+    backend_.moe_experts_add_rms_norm(a.h, a.expert_ids, a.expert_weights, w.expert_gate_up,
+                                      w.expert_down, a.h, a.residual, next_norm,
+                                      static_cast<float>(config_.rms_norm_eps));
+  } else {
+    backend_.moe_experts(a.h, a.expert_ids, a.expert_weights, w.expert_gate_up, w.expert_down, a.h);
+  }
   if (dumper.enabled()) {
     dumper.dump(fmt::format("layer{}.router_logits", layer), a.router_logits);
     dumper.dump(fmt::format("layer{}.expert_ids", layer), a.expert_ids);
     dumper.dump(fmt::format("layer{}.expert_weights", layer), a.expert_weights);
   }
+  return fold_norm;
 }
 
 void check_decoder_split(const ModelConfig& config, int ranks) {

@@ -40,8 +40,11 @@ class DecoderModel final : public CausalLM {
   void attend(int layer, const ForwardBatch& batch, const LayerKVCache& cache,
               const Activations& a);
   // A sparse layer's MLP in place on a.h: the router's choice of experts for each row, and
-  // their weighted outputs.
-  void experts(int layer, const Activations& a);
+  // their weighted outputs. Given `next_norm` (the next layer's input norm or the final one),
+  // it adds them to a.residual and leaves their norm in a.h, as add_rms_norm would, and
+  // returns true; it declines (false) where the output must stay apart: over several ranks
+  // (the all-reduce comes first) and while tensors are dumped.
+  bool experts(int layer, const Activations& a, const Tensor& next_norm);
 
   ModelConfig config_;
   DecoderShard shard_;

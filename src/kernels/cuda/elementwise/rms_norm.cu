@@ -3,6 +3,7 @@
 // only its own elements, so out may be x.
 #include "kernels/cuda/device/block_reduce.cuh"
 #include "kernels/cuda/device/elementwise_math.cuh"
+#include "kernels/cuda/device/residual_norm.cuh"
 #include "kernels/cuda/device/vec.cuh"
 #include "kernels/cuda/elementwise/elementwise.h"
 #include "kernels/cuda/runtime/launch.cuh"
@@ -48,32 +49,13 @@ __global__ void add_rms_norm_kernel(T* x, int64_t x_stride, T* residual, int64_t
   const int64_t first = static_cast<int64_t>(threadIdx.x) * kWidth;
   const int64_t step = static_cast<int64_t>(blockDim.x) * kWidth;
 
-  // The sum is rounded to dtype first (HF adds in dtype), and the norm is of that rounded value.
   float sum_squares = 0.0f;
   for (int64_t i = first; i < hidden; i += step) {
     float a[kWidth];
-    float r[kWidth];
     load_floats<T, kWidth>(x_row + i, a);
-    load_floats<T, kWidth>(res_row + i, r);
-#pragma unroll
-    for (int j = 0; j < kWidth; ++j) {
-      r[j] = round_to<T>(a[j] + r[j]);
-      sum_squares += r[j] * r[j];
-    }
-    store_floats<T, kWidth>(res_row + i, r);
+    add_to_residual<T, kWidth>(a, res_row + i, sum_squares);
   }
-  const float inv_rms = inverse_rms(block_sum(sum_squares), hidden, eps);
-
-  // Each thread re-reads the residual elements it wrote itself above.
-  for (int64_t i = first; i < hidden; i += step) {
-    float r[kWidth];
-    float w[kWidth];
-    load_floats<T, kWidth>(res_row + i, r);
-    load_floats<T, kWidth>(weight + i, w);
-#pragma unroll
-    for (int j = 0; j < kWidth; ++j) r[j] = rms_normalize<T>(r[j], inv_rms, w[j]);
-    store_floats<T, kWidth>(x_row + i, r);
-  }
+  normalize_residual_row<T, kWidth>(sum_squares, res_row, weight, eps, hidden, x_row);
 }
 
 }  // namespace

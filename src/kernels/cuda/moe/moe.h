@@ -11,7 +11,8 @@
 //                 epilogue -> act [slots, intermediate];
 //   moe_down      per row tile, act @ the expert's down rows^T times the routing weight ->
 //                 weighted [pairs, hidden], row t * top_k + j;
-//   moe_combine   out[t] = the sum over j of weighted[t * top_k + j], in j order, rounded once.
+//   moe_combine   out[t] = the sum over j of weighted[t * top_k + j], in j order, rounded once
+//                 (and, asked to, the next residual add + RMSNorm: MoeAddRmsNorm).
 // In bf16 at the prefill tiles, moe_cutlass_experts stands in for moe_gate_up and moe_down:
 // x rows gathered in slot order, CUTLASS's sm90 grouped GEMMs (wgmma, TMA) with SiLU * up
 // between them, and moe_combine_slots weighs and sums each row's pairs.
@@ -53,6 +54,16 @@ void moe_route(const MoeRouteArgs& args, cudaStream_t stream);
 
 // ---- The experts ------------------------------------------------------------------------------
 
+// What the experts' last step may fold in: add_rms_norm(out, residual, weight, eps), i.e.
+// residual[t] += out[t] (rounded to dtype), then out[t] = RMSNorm(residual[t]) * weight, with
+// add_rms_norm's arithmetic (the next layer's input norm, one kernel fewer).
+struct MoeAddRmsNorm {
+  void* residual = nullptr;  // [rows, hidden], rows residual_stride elements apart; none if null
+  int64_t residual_stride = 0;
+  const void* weight = nullptr;  // [hidden]
+  float eps = 0.0f;
+};
+
 struct MoeExpertsArgs {
   DType dtype = DType::kBF16;
   const void* x = nullptr;  // [rows, hidden], rows x_stride elements apart
@@ -68,6 +79,7 @@ struct MoeExpertsArgs {
   int64_t intermediate = 0;  // >= 1
   int64_t experts = 0;       // 1 to kMoeMaxExperts
   int top_k = 0;
+  MoeAddRmsNorm then;  // folded into the last step where residual is set
 };
 
 // The most experts moe_experts takes (moe_align counts them in shared memory).
@@ -80,9 +92,10 @@ size_t moe_experts_scratch_bytes(const MoeExpertsArgs& args);
 // out[t] = sum_j weights[t, j] * silu_mul(x[t] @ gate_up[e]^T) @ down[e]^T, e = ids[t, j]:
 // the gate and up products rounded to dtype, the activation as silu_mul rounds it, each
 // expert's down product rounded, times its weight and rounded again, the sum over j in f32
-// rounded once. An id outside [0, experts) adds nothing. Deterministic: the bits depend on
-// the inputs only (no float atomics), and each row's on its own inputs only, whatever the
-// batch. `scratch` holds moe_experts_scratch_bytes(args) bytes, 256-byte aligned.
+// rounded once; then args.then, where set. An id outside [0, experts) adds nothing.
+// Deterministic: the bits depend on the inputs only (no float atomics), and each row's on its
+// own inputs only, whatever the batch. `scratch` holds moe_experts_scratch_bytes(args) bytes,
+// 256-byte aligned.
 void moe_experts(const MoeExpertsArgs& args, void* scratch, cudaStream_t stream);
 
 // ---- The stages of moe_experts ---------------------------------------------------------------
@@ -162,17 +175,20 @@ void moe_down_simt(DType dtype, const void* act, const int32_t* ids, const float
                    int64_t intermediate, void* weighted, cudaStream_t stream);
 
 // out[t] = round(sum over j in order of weighted[t * top_k + j]), the pairs whose id is outside
-// [0, experts) left out (zeros when none is left). weighted [rows * top_k, hidden].
+// [0, experts) left out (zeros when none is left), then `then` where set. weighted
+// [rows * top_k, hidden].
 void moe_combine(DType dtype, const void* weighted, const int32_t* ids, int64_t rows, int top_k,
                  int64_t experts, int64_t hidden, void* out, int64_t out_stride,
-                 cudaStream_t stream);
+                 cudaStream_t stream, const MoeAddRmsNorm& then = {});
 
 // out[t] = round(sum over j in order of round(y[pair_slots[p]] * weights[p])), p = t * top_k
 // + j, the pairs whose id is outside [0, experts) left out (zeros when none is left): the
-// combine of the Hopper path, whose down products y [slots, hidden] are by slot.
+// combine of the Hopper path, whose down products y [slots, hidden] are by slot; then `then`
+// where set.
 void moe_combine_slots(DType dtype, const void* y, const int32_t* pair_slots, const int32_t* ids,
                        const float* weights, int64_t rows, int top_k, int64_t experts,
-                       int64_t hidden, void* out, int64_t out_stride, cudaStream_t stream);
+                       int64_t hidden, void* out, int64_t out_stride, cudaStream_t stream,
+                       const MoeAddRmsNorm& then = {});
 
 // ---- The Hopper path (bf16, prefill tiles; moe_cutlass.cu) -----------------------------------
 

@@ -153,7 +153,7 @@ void moe_experts(const MoeExpertsArgs& args, void* scratch, cudaStream_t stream)
     c.scratch = base + layout.cutlass_scratch;
     moe_cutlass_experts(c, stream);
     moe_combine_slots(args.dtype, c.y, c.pair_slots, args.ids, args.weights, args.rows, args.top_k,
-                      args.experts, args.hidden, args.out, args.out_stride, stream);
+                      args.experts, args.hidden, args.out, args.out_stride, stream, args.then);
     return;
   }
   if (pairs > 0 && layout.tensor_cores) {
@@ -169,7 +169,7 @@ void moe_experts(const MoeExpertsArgs& args, void* scratch, cudaStream_t stream)
                   args.hidden, args.intermediate, weighted, stream);
   }
   moe_combine(args.dtype, weighted, args.ids, args.rows, args.top_k, args.experts, args.hidden,
-              args.out, args.out_stride, stream);
+              args.out, args.out_stride, stream, args.then);
 }
 
 }  // namespace nanovllm::cuda
