@@ -1,8 +1,6 @@
 // RMSNorm and the fused residual add + RMSNorm: one block per row. The first pass sums the
 // squares, the second (re-reading the row, now in cache) normalizes; a thread reads and writes
 // only its own elements, so out may be x.
-#include "kernels/cuda/device/block_reduce.cuh"
-#include "kernels/cuda/device/elementwise_math.cuh"
 #include "kernels/cuda/device/residual_norm.cuh"
 #include "kernels/cuda/device/vec.cuh"
 #include "kernels/cuda/elementwise/elementwise.h"
@@ -27,17 +25,7 @@ __global__ void rms_norm_kernel(const T* x, int64_t x_stride, const T* weight, f
 #pragma unroll
     for (int j = 0; j < kWidth; ++j) sum_squares += v[j] * v[j];
   }
-  const float inv_rms = inverse_rms(block_sum(sum_squares), hidden, eps);
-
-  for (int64_t i = first; i < hidden; i += step) {
-    float v[kWidth];
-    float w[kWidth];
-    load_floats<T, kWidth>(in_row + i, v);
-    load_floats<T, kWidth>(weight + i, w);
-#pragma unroll
-    for (int j = 0; j < kWidth; ++j) v[j] = rms_normalize<T>(v[j], inv_rms, w[j]);
-    store_floats<T, kWidth>(out_row + i, v);
-  }
+  normalize_row<T, kWidth>(sum_squares, in_row, weight, eps, hidden, out_row);
 }
 
 template <typename T, int kWidth>
@@ -55,7 +43,7 @@ __global__ void add_rms_norm_kernel(T* x, int64_t x_stride, T* residual, int64_t
     load_floats<T, kWidth>(x_row + i, a);
     add_to_residual<T, kWidth>(a, res_row + i, sum_squares);
   }
-  normalize_residual_row<T, kWidth>(sum_squares, res_row, weight, eps, hidden, x_row);
+  normalize_row<T, kWidth>(sum_squares, res_row, weight, eps, hidden, x_row);
 }
 
 }  // namespace

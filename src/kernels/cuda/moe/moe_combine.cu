@@ -69,7 +69,7 @@ __global__ void moe_combine_kernel(const T* weighted, const int32_t* pair_slots,
     add_to_residual<T, kWidth>(sum, residual_row + h, sum_squares);
   }
   if (residual_row != nullptr) {
-    normalize_residual_row<T, kWidth>(sum_squares, residual_row, norm_weight, eps, hidden, out_row);
+    normalize_row<T, kWidth>(sum_squares, residual_row, norm_weight, eps, hidden, out_row);
   }
 }
 
