@@ -4,7 +4,8 @@
 //   Qwen3, RoPE, paged causal attention) and a SwiGLU MLP (in a sparse layer of Qwen3-MoE, the
 //   router's top experts' SwiGLU MLPs, weighted), each added into the residual stream; final
 //   norm; LM head on the rows whose logits are wanted. The residual add is fused into the
-//   following RMSNorm.
+//   following RMSNorm, and on one rank a sparse layer's add and next norm into the experts'
+//   last step (Backend::moe_experts_add_rms_norm).
 //
 // A decode step of one sequence runs through the backend's one-row kernels where it has them
 // (Backend::one_row_kernels): each norm rides in the linear after it and each residual add (and
