@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Summarizes a kernel timeline (src/kernels/cuda/runtime/timeline.h) of decode steps.
 
-A launch is a kernel's CTAs of one replay (a graph's kernel keeps its %gridid). A step here runs from one LM head launch (the launch with the most CTAs) to the next. For the
-last complete step in the file it prints every launch in order, times relative to the step's
-first CTA start, in microseconds:
+A launch is a kernel's CTAs of one replay (a graph's kernel keeps its %gridid). A step here runs
+from one LM head launch (the launch with the most CTAs) to the next; where another kernel has
+more CTAs (a mixture-of-experts model's gate_up at larger batches), from one of its launches to
+the next: a layer. For the last complete step in the file it prints every launch in order, times
+relative to the step's first CTA start, in microseconds:
   start0/startN  first and last CTA start (CTAs start once they fit on an SM)
   wait           median time at which a CTA's wait for the kernel before ended
   end0/endN      first and last CTA end; endN is when the kernel is done

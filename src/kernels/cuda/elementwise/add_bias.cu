@@ -8,6 +8,7 @@ namespace {
 
 template <typename T, int kWidth>
 __global__ void add_bias_kernel(const T* bias, int64_t width, T* x, int64_t x_stride) {
+  NVLLM_TIMELINE_SCOPE();
   start_after_prior_kernels();
   T* row = x + static_cast<int64_t>(blockIdx.x) * x_stride;
   for (int64_t i = static_cast<int64_t>(threadIdx.x) * kWidth; i < width;

@@ -12,6 +12,7 @@ namespace {
 template <typename T, int kWidth>
 __global__ void rms_norm_kernel(const T* x, int64_t x_stride, const T* weight, float eps,
                                 int64_t hidden, T* out, int64_t out_stride) {
+  NVLLM_TIMELINE_SCOPE();
   start_after_prior_kernels();
   const T* in_row = x + static_cast<int64_t>(blockIdx.x) * x_stride;
   T* out_row = out + static_cast<int64_t>(blockIdx.x) * out_stride;
@@ -31,6 +32,7 @@ __global__ void rms_norm_kernel(const T* x, int64_t x_stride, const T* weight, f
 template <typename T, int kWidth>
 __global__ void add_rms_norm_kernel(T* x, int64_t x_stride, T* residual, int64_t residual_stride,
                                     const T* weight, float eps, int64_t hidden) {
+  NVLLM_TIMELINE_SCOPE();
   start_after_prior_kernels();
   T* x_row = x + static_cast<int64_t>(blockIdx.x) * x_stride;
   T* res_row = residual + static_cast<int64_t>(blockIdx.x) * residual_stride;

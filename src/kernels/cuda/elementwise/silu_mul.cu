@@ -10,6 +10,7 @@ namespace {
 template <typename T, int kWidth>
 __global__ void silu_mul_kernel(const T* gate_up, int64_t gate_up_stride, int64_t width, T* out,
                                 int64_t out_stride) {
+  NVLLM_TIMELINE_SCOPE();
   start_after_prior_kernels();
   const T* gate = gate_up + static_cast<int64_t>(blockIdx.x) * gate_up_stride;  // [width]
   const T* up = gate + width;                                                   // [width]

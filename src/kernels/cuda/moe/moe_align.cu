@@ -50,6 +50,7 @@ __device__ void write_map(const int* counts, int* first_tiles, int* warp_sums, i
 // Small batches: one CTA; dynamic shared memory: 3 * experts ints.
 __global__ void moe_align_kernel(const int32_t* ids, int pairs, int experts, int tile_rows,
                                  int32_t* sorted_pairs, int32_t* tile_experts, int32_t* num_tiles) {
+  NVLLM_TIMELINE_SCOPE();
   start_after_prior_kernels();
   extern __shared__ int align_smem[];
   __shared__ int warp_sums[32];
@@ -80,6 +81,7 @@ __global__ void moe_align_kernel(const int32_t* ids, int pairs, int experts, int
 // One CTA per chunk; dynamic shared memory: experts ints.
 __global__ void moe_align_count_kernel(const int32_t* ids, int pairs, int experts,
                                        int32_t* chunk_counts) {
+  NVLLM_TIMELINE_SCOPE();
   start_after_prior_kernels();
   extern __shared__ int align_smem[];
   const int tid = static_cast<int>(threadIdx.x);
@@ -101,6 +103,7 @@ __global__ void moe_align_count_kernel(const int32_t* ids, int pairs, int expert
 __global__ void moe_align_scan_kernel(int chunks, int experts, int tile_rows, int32_t* chunk_counts,
                                       int32_t* sorted_pairs, int32_t* tile_experts,
                                       int32_t* num_tiles) {
+  NVLLM_TIMELINE_SCOPE();
   start_after_prior_kernels();
   extern __shared__ int align_smem[];
   __shared__ int warp_sums[32];
@@ -132,6 +135,7 @@ __global__ void moe_align_scan_kernel(int chunks, int experts, int tile_rows, in
 // ints.
 __global__ void moe_align_place_kernel(const int32_t* ids, int pairs, int experts,
                                        const int32_t* chunk_counts, int32_t* sorted_pairs) {
+  NVLLM_TIMELINE_SCOPE();
   start_after_prior_kernels();
   extern __shared__ int align_smem[];
   const int tid = static_cast<int>(threadIdx.x);

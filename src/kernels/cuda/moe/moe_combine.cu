@@ -21,6 +21,7 @@ __global__ void moe_combine_kernel(const T* weighted, const int32_t* pair_slots,
                                    const float* weights, const int32_t* ids, int top_k, int experts,
                                    int64_t hidden, T* out, int64_t out_stride, T* residual,
                                    int64_t residual_stride, const T* norm_weight, float eps) {
+  NVLLM_TIMELINE_SCOPE();
   start_after_prior_kernels();
   const int64_t row = blockIdx.x;
   const int32_t* row_ids = ids + row * top_k;

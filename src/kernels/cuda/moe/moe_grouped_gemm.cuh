@@ -92,6 +92,7 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint3
 template <typename T, class S, bool kGateUp>
 __global__ void __launch_bounds__(S::kThreads, S::kMinCtas)
     grouped_gemm_kernel(const GemmParams<T> p) {
+  NVLLM_TIMELINE_SCOPE();
   constexpr int kThreads = S::kThreads;
   constexpr int kBM = S::kBM;
   constexpr int kBN = S::kBN;

@@ -25,6 +25,7 @@ __device__ __forceinline__ bool ranks_before(float p, int id, float best_p, int 
 template <typename T>
 __global__ void moe_route_kernel(const T* logits, int64_t logits_stride, int rows, int experts,
                                  int top_k, bool normalize, float* weights, int32_t* ids) {
+  NVLLM_TIMELINE_SCOPE();
   start_after_prior_kernels();
   extern __shared__ float route_smem[];
   const int lane = static_cast<int>(threadIdx.x) % 32;
