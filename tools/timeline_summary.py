@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Summarizes a kernel timeline (src/kernels/cuda/runtime/timeline.h) of decode steps.
 
-A launch is a kernel's CTAs of one replay (a graph's kernel keeps its %gridid). A step here runs
+A launch is a kernel's CTAs of one replay (a graph's kernel keeps its %gridid); where graphs were
+replayed, only their launches count (eager prefill launches are left out). A step here runs
 from one LM head launch (the launch with the most CTAs) to the next; where another kernel has
 more CTAs (a mixture-of-experts model's gate_up at larger batches), from one of its launches to
 the next: a layer. For the last complete step in the file it prints every launch in order, times
@@ -86,6 +87,13 @@ def main():
     parser.add_argument("--step", type=int, default=1)
     args = parser.parse_args()
     launches = launches_in_order(read_records(args.file))
+    # Decode steps replay a graph, whose kernels keep their %gridid; eager launches (prefill)
+    # have one launch a grid id. Keep the replayed ones where there are any.
+    per_grid = defaultdict(int)
+    for l in launches:
+        per_grid[l.grid] += 1
+    replayed = [l for l in launches if per_grid[l.grid] > 1]
+    launches = replayed or launches
     most = max(l.ctas for l in launches)
     heads = [i for i, l in enumerate(launches) if l.ctas == most]
     if len(heads) < args.step + 1:

@@ -172,8 +172,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   };
   const auto load = [&](int i, int block) {
     T* sk = my_ring + (i % Layout::kStages) * Layout::kStageElems;
-    load_chunk_async<T, kHeadDim>(sk, sk + Layout::kChunkElems, head, block, first_key(i), context,
-                                  lane);
+    load_chunk_async<T, kHeadDim, true>(sk, sk + Layout::kChunkElems, head, block, first_key(i),
+                                        context, lane);
   };
 
   // The first chunks' block ids are fetched together, before any copy is issued; later ones

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/device/l2_hints.cuh"
 #include "kernels/cuda/device/tensor_core.cuh"
 
 namespace nanovllm::cuda::attention {
@@ -41,8 +42,9 @@ struct PagedHead {
 // One warp copies the 16 keys [first, first + 16) of `head` into sk/sv [16][smem_row_elems]:
 // keys at or past `valid_end` are zero-filled (their slots may hold anything, even NaN, and a
 // zero V row keeps 0 * value out of the output). `block` is head.block_of(first) when
-// first < valid_end, and unused otherwise.
-template <typename T, int kHeadDim>
+// first < valid_end, and unused otherwise. kReadOnce (decode, which reads every key once a
+// step): the keys leave L2 first, so that they do not push out what the step reads again.
+template <typename T, int kHeadDim, bool kReadOnce = false>
 __device__ __forceinline__ void load_chunk_async(T* sk, T* sv, const PagedHead<T>& head, int block,
                                                  int first, int valid_end, int lane) {
   constexpr int kPieces = kHeadDim / 8;  // 16-byte pieces per key
@@ -57,8 +59,14 @@ __device__ __forceinline__ void load_chunk_async(T* sk, T* sv, const PagedHead<T
     const int64_t offset =
         valid ? (slot0 + key) * head.slot_stride + head.head_offset + piece * 8 : 0;
     const int dst = key * smem_row_elems<kHeadDim>() + piece * 8;
-    cp_async_16(sk + dst, head.k + offset, valid);
-    cp_async_16(sv + dst, head.v + offset, valid);
+    if constexpr (kReadOnce) {
+      const uint64_t policy = l2_evict_first_policy();
+      cp_async_16(sk + dst, head.k + offset, valid, policy);
+      cp_async_16(sv + dst, head.v + offset, valid, policy);
+    } else {
+      cp_async_16(sk + dst, head.k + offset, valid);
+      cp_async_16(sv + dst, head.v + offset, valid);
+    }
   }
 }
 

@@ -18,6 +18,7 @@
 
 #include "core/check.h"
 #include "kernels/cuda/device/elementwise_math.cuh"
+#include "kernels/cuda/device/l2_hints.cuh"
 #include "kernels/cuda/device/tensor_core.cuh"
 #include "kernels/cuda/device/vec.cuh"
 #include "kernels/cuda/moe/moe.h"
@@ -43,7 +44,9 @@ struct GemmParams {
   int k;  // depth (a multiple of 8)
   int max_tiles;
   int n_tiles;
-  bool m_fastest;  // CTA order: the row tiles of a column tile in a row (decode), or the reverse
+  // CTA order: the row tiles of a column tile in a row (decode), or the reverse. In the first
+  // the tiles of an expert read its weights together, once a step: they leave L2 first.
+  bool m_fastest;
 };
 
 template <int kBM_, int kBN_, int kBK_, int kWarpsM_, int kWarpsN_, int kStages_, int kMinCtas_>
@@ -155,6 +158,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinCtas)
   const T* w =
       p.weight + (static_cast<int64_t>(expert) * expert_rows + n0 + first_row) * p.k + column;
   const bool b_in_columns = n0 + first_row < p.n;
+  const uint64_t read_once = l2_evict_first_policy();
   const auto load_b = [&](int stage, int kt) {
     T* dst = smem + stage * kStageElems + kAElems + first_row * kRow + column;
     const int k = kt * kBK;
@@ -165,7 +169,11 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinCtas)
       const int offset = up ? i * kRowsPerPass - kBN : i * kRowsPerPass;  // columns past the first
       const bool valid = in_depth && (offset == 0 ? b_in_columns : n0 + first_row + offset < p.n);
       const T* src = w + static_cast<int64_t>(offset + (up ? p.n : 0)) * p.k + k;
-      cp_async_16(dst + i * kRowsPerPass * kRow, valid ? src : p.weight, valid);
+      if (p.m_fastest) {
+        cp_async_16(dst + i * kRowsPerPass * kRow, valid ? src : p.weight, valid, read_once);
+      } else {
+        cp_async_16(dst + i * kRowsPerPass * kRow, valid ? src : p.weight, valid);
+      }
     }
   };
 
