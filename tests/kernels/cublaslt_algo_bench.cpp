@@ -2,7 +2,7 @@
 // (16 to 256 rows) of the Qwen3 shapes' linears: every algorithm of the heuristic's top 32, and
 // split-K variants (2 to 16 slices) of its distinct tiles, each timed in a graph of
 // back-to-back calls over weight copies that L2 cannot hold; bf16, fp32 accumulation.
-//   usage: cublaslt_algo_bench [SHAPE...]   (0.6b 4b 8b 14b 32b; default: all)
+//   usage: cublaslt_algo_bench [SHAPE...]   (0.6b 4b 8b 14b 32b 30b-a3b qwen2.5-7b; default: all)
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 

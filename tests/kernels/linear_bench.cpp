@@ -1,5 +1,5 @@
-// Every linear of the Qwen3-0.6B, -4B, -8B, -14B and -32B shapes as the engine runs it
-// (CublasLtLinear, which takes the GEMV up to 8 rows), in bf16 on one GPU:
+// Every linear of the Qwen3-0.6B, -4B, -8B, -14B, -32B and -30B-A3B and the Qwen2.5-7B shapes as
+// the engine runs it (CublasLtLinear, which takes the GEMV up to 8 rows), in bf16 on one GPU:
 // - at decode sizes (1 to 256 rows), against the device-to-device copy bandwidth: the weight is
 //   read once, so time x bandwidth / weight bytes is the fraction of the floor reached (or
 //   against the peak, where the products take longer than the bytes). The calls cycle over
@@ -9,7 +9,7 @@
 //   drop under the longest ones); not the LM head, which the engine runs on the sampled rows
 //   only, into f32 logits.
 // Each figure is one call in a graph of back-to-back calls, median of replays.
-//   usage: linear_bench [SHAPE...]   (0.6b 4b 8b 14b 32b; default: all)
+//   usage: linear_bench [SHAPE...]   (0.6b 4b 8b 14b 32b 30b-a3b qwen2.5-7b; default: all)
 #include <cuda_runtime.h>
 
 #include <algorithm>
