@@ -16,7 +16,12 @@ then, for the layers (the launch pattern that repeats), each position's mean gap
 from the launch before's end to this one's wait ending, and the median CTA's time from its wait
 to its end, and to each mark the kernel sets (NVLLM_TIMELINE_MARK).
 
-    usage: timeline_summary.py FILE [--step K]   (K counts back from the last step: 1 = last)
+With --ctas SIGNATURE (a launch column value, such as 512x128) it then shows that launch of
+the step CTA by CTA: the CTAs by start time (5 us bins) with the median time from wait to end,
+and how many ran, on how many SMs, every 5 us.
+
+    usage: timeline_summary.py FILE [--step K] [--ctas SIGNATURE]
+           (K counts back from the last step: 1 = last)
 """
 import argparse
 import statistics
@@ -53,6 +58,7 @@ class Launch:
         self.marks = [sorted((r[1] + r[8 + i] - r[2]) / 1000.0 for r in rows
                              if r[2] != 0 and r[8 + i] != 0) for i in range(MARKS)]
         self.recorded = len(rows)
+        self.rows = rows
 
     @property
     def signature(self):
@@ -85,6 +91,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("file")
     parser.add_argument("--step", type=int, default=1)
+    parser.add_argument("--ctas")
     args = parser.parse_args()
     launches = launches_in_order(read_records(args.file))
     # Decode steps replay a graph, whose kernels keep their %gridid; eager launches (prefill)
@@ -119,6 +126,8 @@ def main():
               f"{us(l.ends[-1]):8.2f} {gap if gap is not None else float('nan'):7.2f} "
               f"{late:>5}")
         previous_end = l.ends[-1]
+    if args.ctas:
+        print_ctas(step, args.ctas)
 
     # The layers: the longest run of a repeating pattern of signatures.
     signatures = [l.signature for l in step]
@@ -161,6 +170,27 @@ def main():
               f"{statistics.mean(work) if work else float('nan'):9.2f} "
               f"{statistics.mean(late):6.1f}  {mark_text}")
     print(f"a layer: {total:.2f} us")
+
+
+def print_ctas(step, signature):
+    picked = [l for l in step if l.signature == signature]
+    if not picked:
+        sys.exit(f"no {signature} launch in the step")
+    l = picked[0]
+    t0 = l.starts[0]
+    # (start, end, work from the wait or the start, SM), us from the first CTA start
+    ctas = [((r[1] - t0) / 1000.0, (r[3] - t0) / 1000.0, (r[3] - max(r[1], r[2])) / 1000.0, r[5])
+            for r in l.rows]
+    print(f"\n{signature}: {len(ctas)} CTAs over {max(c[1] for c in ctas):.1f} us")
+    by_start = defaultdict(list)
+    for start, _, work, _ in ctas:
+        by_start[int(start // 5) * 5].append(work)
+    for b in sorted(by_start):
+        print(f"  started {b:4d} to {b + 5:<4d} us: {len(by_start[b]):4d} CTAs, from wait to end "
+              f"{statistics.median(by_start[b]):6.1f} us (median)")
+    for t in range(0, int(max(c[1] for c in ctas)) + 1, 5):
+        running = [c for c in ctas if c[0] <= t < c[1]]
+        print(f"  at {t:4d} us: {len(running):4d} running on {len({c[3] for c in running}):3d} SMs")
 
 
 if __name__ == "__main__":
