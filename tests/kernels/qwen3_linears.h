@@ -1,5 +1,5 @@
-// The linears of the Qwen3 shapes (and Qwen2.5-7B's), for the benchmarks that measure them one by
-// one.
+// The linears of the Qwen3 shapes and of Qwen2.5-7B, for the benchmarks that measure them one
+// by one.
 #pragma once
 
 #include <vector>
