@@ -364,7 +364,7 @@ TEST(CudaAttention, DecodeReusesLaunchForNewContextLengths) {
     const Batch first = make_batch(dims, block_size, q_lens, rounds[0], dtype, rng, capacity);
     BatchTensors tensors(*gpu, dtype, first);
     tensors.metadata.max_seqlen_k = max_context;  // what a captured batch is planned with
-    tensors.run(*gpu, first);                     // also sizes the backend's scratch before capture
+    tensors.run(*gpu, first);                     // eagerly first, as the engine does
     expect_relative_error(download_floats(*gpu, tensors.out.tensor()), cpu_reference(first),
                           relative_tolerance(dtype), "first run " + describe(first, dtype));
 
@@ -538,7 +538,7 @@ TEST(CudaAttention, DecodeWithFusedQkNormEqualsTheSeparateOps) {
     const Batch next = make_batch(dims, 16, q_lens, {3100, 17, 1, 0}, dtype, rng, capacity);
     QkNormInputs inputs(*gpu, dtype, first, rng);
     BatchTensors separate(*gpu, dtype, first), fused(*gpu, dtype, first);
-    inputs.fused(*gpu, fused, first);  // sizes the scratch before the capture
+    inputs.fused(*gpu, fused, first);  // eagerly first, as the engine does
     const std::unique_ptr<CapturedGraph> graph =
         gpu->capture([&] { inputs.fused(*gpu, fused, first); });
     ASSERT_NE(graph, nullptr);
@@ -583,11 +583,9 @@ TEST(CudaAttentionSupport, RejectsGeometryTheKernelsDoNotCover) {
             std::string::npos);
 }
 
-// A captured decode launch is replayed for any context lengths, so its scratch size may depend
-// on the batch size and geometry only; prefill and f32 need none.
-// A decode launch splits the keys only while there are fewer (sequence, kv head) pairs than
-// SMs, into at most a cluster's 8 CTAs, and by the batch size alone (a captured launch must
-// serve any context lengths).
+// A decode launch splits the keys only while there are at most twice as many (sequence, kv head)
+// pairs as SMs, into at most a cluster's 8 CTAs, and by the batch size alone (a captured launch
+// must serve any context lengths).
 TEST(CudaAttentionSupport, DecodeSplitsDependOnBatchSizeOnly) {
   cuda::PagedAttentionArgs args;
   args.dtype = DType::kBF16;
