@@ -50,6 +50,7 @@ __device__ __forceinline__ void load_chunk_async(T* sk, T* sv, const PagedHead<T
   constexpr int kPieces = kHeadDim / 8;  // 16-byte pieces per key
   constexpr int kPerLane = kChunkKeys * kPieces / 32;
   const int64_t slot0 = static_cast<int64_t>(block) * head.block_size + first % head.block_size;
+  const uint64_t policy = kReadOnce ? l2_evict_first_policy() : 0;  // once, not once a piece
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) {
     const int index = lane + 32 * j;  // consecutive lanes take consecutive pieces of a key
@@ -60,7 +61,6 @@ __device__ __forceinline__ void load_chunk_async(T* sk, T* sv, const PagedHead<T
         valid ? (slot0 + key) * head.slot_stride + head.head_offset + piece * 8 : 0;
     const int dst = key * smem_row_elems<kHeadDim>() + piece * 8;
     if constexpr (kReadOnce) {
-      const uint64_t policy = l2_evict_first_policy();
       cp_async_16(sk + dst, head.k + offset, valid, policy);
       cp_async_16(sv + dst, head.v + offset, valid, policy);
     } else {
