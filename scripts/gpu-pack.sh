@@ -15,6 +15,9 @@ peer=${1:-../shared/peer}
 targets="nanovllm cuda_kernels_test engine_golden_test attention_bench decode_ops_bench launch_chain_bench
   allreduce_bench linear_bench cublaslt_algo_bench moe_bench prefill_attention_bench"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
+# CUPTI's kernel trace (tools/kernel_trace), where the toolkit has CUPTI.
+build_targets=$(cmake --build "$BUILD_DIR" --target help)
+if grep -qx '\.\.\. kernel_trace' <<<"$build_targets"; then targets+=" kernel_trace"; fi
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target $targets
 TIMELINE_BUILD_DIR=${TIMELINE_BUILD_DIR:-$BUILD_DIR-timeline}
 cmake -S . -B "$TIMELINE_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DNANOVLLM_TIMELINE=ON \
@@ -29,10 +32,15 @@ cp "$BUILD_DIR/apps/nanovllm" "$BUILD_DIR/tests/kernels/cuda_kernels_test" \
   "$BUILD_DIR/tests/kernels/moe_bench" "$BUILD_DIR/tests/kernels/prefill_attention_bench" .gpu/bin/
 cp "$TIMELINE_BUILD_DIR/apps/nanovllm" .gpu/bin/nanovllm_timeline
 strip --strip-debug .gpu/bin/*
+# The trace library goes with the libraries (with CUPTI, which ldd finds below).
+if [ -f "$BUILD_DIR/tools/kernel_trace/libkernel_trace.so" ]; then
+  cp "$BUILD_DIR/tools/kernel_trace/libkernel_trace.so" .gpu/lib/
+fi
 # Shared libraries from this machine's packages (fmt, PCRE2, utf8proc, xxhash, ...), not the
 # C/C++ runtime or CUDA, which the GPU machine has (NCCL there comes with PyTorch: gpu-checks.sh
 # puts it on the library path).
-for binary in .gpu/bin/*; do
+for binary in .gpu/bin/* .gpu/lib/libkernel_trace.so; do
+  [ -f "$binary" ] || continue
   ldd "$binary" | awk '/=> \//{print $3}'
 done | sort -u | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux|libpthread|libdl|librt|libcuda|libcudart|libcublas|libcublasLt|libnccl)[.-]' |
   xargs -r -I{} cp -L {} .gpu/lib/
