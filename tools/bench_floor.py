@@ -7,7 +7,9 @@ bf16 peak.
         [--bench-seconds S] [--batch1-tok-s T]
 
 - Decode, per step: every weight a step reads once (the embedding table is looked up, not read;
-  the LM head is) and every running sequence's KV cache so far. A mixture of experts reads only
+  the LM head is) and every running sequence's KV cache so far, or, where it takes longer, the
+  step's FLOPs at the peak (2 per active weight per row, attention's 4 * heads * head_dim per
+  cached token per row and layer). A mixture of experts reads only
   the experts its tokens are routed to: with uniform routing a step of B tokens touches
   E * (1 - (1 - k / E)^B) of a layer's E experts (k a token), an expectation; batch-1 touches
   exactly k.
@@ -69,6 +71,11 @@ class Model:
         """Weight elements a decode step of `tokens` rows reads."""
         return self.fixed + self.sparse_layers * self.touched_experts(tokens) * self.expert
 
+    def decode_flops(self, contexts):
+        """FLOPs of a decode step whose rows attend over `contexts` tokens each."""
+        return sum(2 * self.active + 4 * self.heads * self.head_dim * c * self.layers
+                   for c in contexts)
+
     def prefill_flops(self, prompt):
         return 2 * self.active * prompt + 2 * self.heads * self.head_dim * prompt ** 2 * self.layers
 
@@ -92,18 +99,25 @@ def main():
     peak = args.peak * 1e12 * args.ranks
 
     prompts, outputs = bench_workload()
-    weight_bytes = kv_bytes = 0.0
+    weight_bytes = kv_bytes = decode = 0.0
+    compute_bound = 0  # decode steps whose FLOPs outlast their bytes
     for step in range(1, max(outputs)):  # the first token of each comes from its prefill
-        running = [(p, o) for p, o in zip(prompts, outputs) if o > step]
-        weight_bytes += model.step_weights(len(running)) * args.bytes
-        kv_bytes += sum(p + step for p, _ in running) * model.kv_per_token * args.bytes
+        contexts = [p + step for p, o in zip(prompts, outputs) if o > step]
+        step_weights = model.step_weights(len(contexts)) * args.bytes
+        step_kv = sum(contexts) * model.kv_per_token * args.bytes
+        weight_bytes += step_weights
+        kv_bytes += step_kv
+        reading = (step_weights + step_kv) / bandwidth
+        computing = model.decode_flops(contexts) / peak
+        decode += max(reading, computing)
+        compute_bound += computing > reading
     flops = sum(model.prefill_flops(p) for p in prompts)
-    decode = (weight_bytes + kv_bytes) / bandwidth
     prefill = flops / peak
     floor = decode + prefill
     print(f"bench.py workload: {len(prompts)} prompts, {sum(prompts)} prompt and {sum(outputs)} "
           f"output tokens; decode reads {weight_bytes / 1e12:.2f} TB of weights and "
-          f"{kv_bytes / 1e12:.2f} TB of KV ({decode:.2f} s), prefill {flops / 1e15:.2f} PFLOP "
+          f"{kv_bytes / 1e12:.2f} TB of KV ({decode:.2f} s; {compute_bound} steps bound by "
+          f"FLOPs instead), prefill {flops / 1e15:.2f} PFLOP "
           f"({prefill:.2f} s): floor {floor:.2f} s, {sum(outputs) / floor:,.0f} tok/s")
     if args.bench_seconds:
         print(f"  measured {args.bench_seconds:.2f} s: {100 * floor / args.bench_seconds:.0f}% "
