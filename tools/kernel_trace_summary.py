@@ -43,8 +43,8 @@ def short_name(name):
             depth -= 1
         elif depth == 0:
             base.append(ch)
-    base = "".join(base).split()[-1] if "".join(base).split() else name
-    return base.split("::")[-1][:70]
+    words = "".join(base).split()  # the last word: the name, past a return type
+    return (words[-1] if words else name).split("::")[-1][:70]
 
 
 def read(path):
@@ -84,7 +84,8 @@ def period_of(names):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("file")
-    parser.add_argument("--graph", type=int, help="graph id (default: the most replayed)")
+    parser.add_argument("--graph", type=int,
+                        help="graph id (default: the one with the most GPU time in all)")
     args = parser.parse_args()
     kernels = read(args.file)
     replays = defaultdict(list)
