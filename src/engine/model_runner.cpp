@@ -198,7 +198,7 @@ void ModelRunner::capture_decode_graphs(const EngineConfig& config) {
   model_.reserve(capacity.max_tokens, capacity.max_seqs);
   // Largest first: its eager warm-up grows every buffer to the size all graphs then share.
   for (auto size = sizes.rbegin(); size != sizes.rend(); ++size) {
-    step_inputs_.build_padding(*size, width);
+    step_inputs_.build_padding(*size, width, limits_.max_model_len);
     step_inputs_.upload();
     const ForwardBatch batch = step_inputs_.forward_batch();
     model_.forward(batch, kv_cache_);

@@ -130,12 +130,13 @@ void StepInputs::build(const BatchInputs& in, int padded_seqs, int block_table_w
   }
 }
 
-void StepInputs::build_padding(int num_seqs, int block_table_width) {
+void StepInputs::build_padding(int num_seqs, int block_table_width, int max_context) {
   next_host_buffer();
   NVLLM_CHECK_LE(num_seqs, capacity_.max_seqs);
+  NVLLM_CHECK_GE(max_context, 1);
   shape_ = {num_seqs, num_seqs, num_seqs, block_table_width, 0, 0};
   max_seqlen_q_ = 1;
-  max_seqlen_k_ = 1;
+  max_seqlen_k_ = max_context;
   const Offsets o = offsets();
   used_words_ = o.end;
   *word(o.cu_seqlens_q) = 0;

@@ -34,8 +34,9 @@ class StepInputs {
   // that is larger (padding rows: token 0, position 0, slot -1, context length 0), with
   // `block_table_width` columns (0: the batch's).
   void build(const BatchInputs& inputs, int padded_seqs = 0, int block_table_width = 0);
-  // A decode batch of `num_seqs` padding rows only, for warming up and capturing graphs.
-  void build_padding(int num_seqs, int block_table_width);
+  // A decode batch of `num_seqs` padding rows only, for warming up and capturing graphs that
+  // are replayed for contexts of up to `max_context` tokens (its max_seqlen_k).
+  void build_padding(int num_seqs, int block_table_width, int max_context);
 
   // Enqueues the copy of the packed inputs to the device without waiting for it: the host
   // buffers alternate, so a build waits only for the upload before last.

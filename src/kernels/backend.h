@@ -34,6 +34,8 @@ struct AttentionDims {
 struct AttentionMetadata {
   int num_seqs = 0;
   int max_seqlen_q = 0;
+  // The longest context_lens entry, or a bound on it: a decode batch captured in a graph, which
+  // is replayed for other contexts, gives the longest the engine admits.
   int max_seqlen_k = 0;
   Tensor cu_seqlens_q;  // [num_seqs + 1] query rows of sequence i: [cu[i], cu[i+1])
   Tensor context_lens;  // [num_seqs] tokens in the cache for sequence i once this step's KV is

@@ -583,10 +583,11 @@ TEST(CudaAttentionSupport, RejectsGeometryTheKernelsDoNotCover) {
             std::string::npos);
 }
 
-// A decode launch splits the keys only while there are at most twice as many (sequence, kv head)
-// pairs as SMs, into at most a cluster's 8 CTAs, and by the batch size alone (a captured launch
-// must serve any context lengths).
-TEST(CudaAttentionSupport, DecodeSplitsDependOnBatchSizeOnly) {
+// A decode launch splits the keys while there are fewer (sequence, kv head) pairs than its
+// target of CTAs (1.5 an SM for contexts of at most 4,096 keys, 3 beyond), into at most a
+// cluster's 8 CTAs (6 once there are more than an SM's worth), by the batch size and the bound on
+// the contexts alone (a captured launch serves any context lengths).
+TEST(CudaAttentionSupport, DecodeSplitsDependOnBatchSizeAndContextBound) {
   cuda::PagedAttentionArgs args;
   args.dtype = DType::kBF16;
   args.num_heads = 16;
@@ -595,21 +596,35 @@ TEST(CudaAttentionSupport, DecodeSplitsDependOnBatchSizeOnly) {
   args.block_size = 256;
   args.max_seqlen_q = 1;
   args.num_sms = 132;
-  int previous = 8;
-  for (int seqs : {1, 2, 8, 16, 17, 32, 64, 256}) {
+  const auto splits = [&](int seqs, int max_context) {
     args.num_seqs = seqs;
-    const int splits = cuda::attention::decode_num_splits(args);
-    EXPECT_GE(splits, 1);
-    EXPECT_LE(splits, previous) << seqs << " sequences: fewer CTAs need no more splits";
-    previous = splits;
+    args.max_seqlen_k = max_context;
+    return cuda::attention::decode_num_splits(args);
+  };
+  for (int max_context : {0, 4096, 4097, 32768}) {
+    int previous = 8;
+    for (int seqs : {1, 2, 4, 8, 16, 17, 32, 64, 256}) {
+      const int now = splits(seqs, max_context);
+      EXPECT_GE(now, 1);
+      EXPECT_LE(now, previous) << seqs << " sequences: fewer CTAs need no more splits";
+      EXPECT_LE(now, splits(seqs, 32768)) << seqs << " sequences: short contexts, no more splits";
+      previous = now;
+    }
   }
-  args.num_seqs = 1;
-  EXPECT_EQ(cuda::attention::decode_num_splits(args), 8);
-  // 32 long prompts fill the SMs once, unevenly: their keys are still split.
-  args.num_seqs = 32;
-  EXPECT_GT(cuda::attention::decode_num_splits(args), 1);
-  args.num_seqs = 256;
-  EXPECT_EQ(cuda::attention::decode_num_splits(args), 1);
+  EXPECT_EQ(splits(1, 4096), 8);
+  EXPECT_EQ(splits(1, 32768), 8);
+  EXPECT_EQ(splits(4, 4096), 6);  // 32 pairs: 8 would make 256 CTAs in clusters of 8
+  EXPECT_EQ(splits(8, 4096), 3);  // 192 CTAs
+  EXPECT_EQ(splits(8, 32768), 6);
+  // 32 long prompts fill the SMs once, unevenly: their keys are still split; short ones not.
+  EXPECT_EQ(splits(32, 32768), 2);
+  EXPECT_EQ(splits(32, 0), 2);  // an unknown bound counts as long
+  EXPECT_EQ(splits(32, 4096), 1);
+  EXPECT_EQ(splits(256, 32768), 1);
+  args.num_kv_heads = 4;  // Qwen2.5-7B, Qwen3-30B-A3B
+  EXPECT_EQ(splits(16, 4096), 3);
+  EXPECT_EQ(splits(32, 4096), 2);
+  EXPECT_EQ(splits(48, 4096), 1);
 }
 
 }  // namespace

@@ -479,6 +479,7 @@ void CudaBackend::run_attention(const Tensor& qkv, const LayerKVCache& cache,
   args.num_seqs = num_seqs;
   args.num_tokens = static_cast<int>(tokens);
   args.max_seqlen_q = metadata.max_seqlen_q;
+  args.max_seqlen_k = metadata.max_seqlen_k;
   args.num_heads = dims.num_heads;
   args.num_kv_heads = dims.num_kv_heads;
   args.head_dim = dims.head_dim;

@@ -30,8 +30,12 @@ struct PagedAttentionArgs {
   int block_table_stride = 0;
   int num_seqs = 0;
   int num_tokens = 0;
-  int max_seqlen_q = 0;  // 1 selects the decode kernel; its launch depends on num_seqs only,
-                         // so it can be captured once per batch size and replayed
+  int max_seqlen_q = 0;  // 1 selects the decode kernel; its launch depends on num_seqs and
+                         // max_seqlen_k only, so it can be captured once per batch size and
+                         // replayed
+  // The longest context_lens entry, or a bound on it (a decode launch captured once: the longest
+  // context the engine admits); 0: unknown. Sets the decode kernel's split-KV factor.
+  int max_seqlen_k = 0;
   int num_heads = 0;
   int num_kv_heads = 0;
   int head_dim = 0;

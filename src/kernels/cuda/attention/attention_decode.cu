@@ -12,8 +12,9 @@
 //   pushes its partial into the shared memory of the cluster's first CTA, which merges them by
 //   log-sum-exp once its mbarrier has counted them all in (no second kernel, no round trip
 //   through global memory, no cluster-wide barrier after the loop).
-// The launch depends only on num_seqs and the geometry; context lengths are read in-kernel, so
-// a captured launch can be replayed for any lengths.
+// The launch depends only on num_seqs, the geometry and max_seqlen_k (a bound on the contexts,
+// which tunes the split); context lengths are read in-kernel, so a captured launch can be
+// replayed for any lengths.
 #include <algorithm>
 #include <cmath>
 
@@ -38,15 +39,10 @@ constexpr int kMinChunksPerSplit = kDecodeWarps;
 __device__ __forceinline__ int chunks_per_split(int num_chunks, int num_splits) {
   return max((num_chunks + num_splits - 1) / num_splits, kMinChunksPerSplit);
 }
-constexpr int kMaxGroup = 8;  // query heads per kv head: rows 0..7 of the MMA tile
-// Resident decode CTAs per SM where the keys are split: each asks for half an SM's shared
-// memory (launch_typed). Unsplit, head_dim 128, a CTA's 75 KB let three fit.
-constexpr int kCtasPerSm = 2;
+constexpr int kMaxGroup = 8;   // query heads per kv head: rows 0..7 of the MMA tile
 constexpr int kMaxSplits = 8;  // the portable thread block cluster size
-// Grid CTAs per resident slot (decode_num_splits). On an H100, 32 prompts of 8k to 30k tokens
-// decoding 256 tokens each: 2 gave 4.8% more output tokens/s than 1, 4 gave 5.3% but cost
-// bench.py 0.5% (2: 0.2%).
-constexpr int kDecodeWaves = 2;
+// Contexts up to this many keys count as short for the split-KV factor (decode_num_splits).
+constexpr int kShortContext = 4096;
 
 template <int kHeadDim>
 struct DecodeLayout {
@@ -489,12 +485,18 @@ void launch_head_dim(const PagedAttentionArgs& args, int num_splits, cudaStream_
 
 int decode_num_splits(const PagedAttentionArgs& args) {
   const int pairs = args.num_seqs * args.num_kv_heads;
-  // Split the keys so that the grid fills every resident slot about kDecodeWaves times, at
-  // most a cluster of kMaxSplits: with one CTA a (seq, kv head), contexts of unequal lengths
-  // leave the longest running on few SMs at the end. A split takes kMinChunksPerSplit chunks at
-  // least, so short contexts use fewer of them.
   if (args.num_sms <= 0 || pairs <= 0) return 1;
-  return std::clamp(kDecodeWaves * kCtasPerSm * args.num_sms / pairs, 1, kMaxSplits);
+  // Split the keys until the grid has about this many CTAs an SM. A CTA's fixed costs (its
+  // metadata, the q tile, the first chunks' latency, the merge) weigh against short contexts,
+  // where 1.5 an SM measured fastest; long ones gain from finer pieces, which even out their
+  // unequal lengths (3 an SM). On an H200, (4 or 8 kv heads) x 1 to 96 sequences in bands of
+  // 1k to 16k keys: within 2% of the best split count, band by band.
+  const bool short_contexts = args.max_seqlen_k > 0 && args.max_seqlen_k <= kShortContext;
+  const double ctas_per_sm = short_contexts ? 1.5 : 3.0;
+  const int splits = static_cast<int>(std::lround(ctas_per_sm * args.num_sms / pairs));
+  // Clusters of 7 or 8 measured slower than 6 once the grid holds more than a CTA an SM.
+  const int most = pairs * kMaxSplits <= args.num_sms ? kMaxSplits : 6;
+  return std::clamp(splits, 1, most);
 }
 
 void launch_attention_decode(const PagedAttentionArgs& passed, cudaStream_t stream) {

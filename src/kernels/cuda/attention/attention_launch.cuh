@@ -15,7 +15,8 @@ void launch_attention_f32(const PagedAttentionArgs& args, cudaStream_t stream);
 void launch_attention_prefill(const PagedAttentionArgs& args, cudaStream_t stream);
 
 // bf16/f16 with max_seqlen_q == 1: the KV-splitting factor, which depends only on num_seqs,
-// num_kv_heads and num_sms so that a captured launch stays valid for any context lengths.
+// num_kv_heads, num_sms and the bound max_seqlen_k, so that a captured launch stays valid for
+// any context lengths.
 int decode_num_splits(const PagedAttentionArgs& args);
 void launch_attention_decode(const PagedAttentionArgs& args, cudaStream_t stream);
 
