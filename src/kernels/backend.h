@@ -166,6 +166,14 @@ class Backend {
   // x[r, :] += bias, rounded to the compute dtype: a linear's bias.  x [R, N]; bias [N]
   virtual void add_bias(Tensor x, const Tensor& bias) = 0;
 
+  // out = x @ weight^T + bias, of the compute dtype.  bias [N]. The CUDA backend adds the bias
+  // to the fp32 sums before rounding them once (as transformers' addmm does), in the GEMM's
+  // epilogue; this default takes linear, then add_bias (the same in f32).
+  virtual void linear_bias(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor out) {
+    linear(x, weight, out);
+    add_bias(out, bias);
+  }
+
   // In place on the q and k heads of qkv [T, dims.qkv_size()]: per-head RMSNorm with
   // q_norm / k_norm [head_dim] (both undefined: none, as Llama and Qwen2 have none), then
   // neox-style rotary embedding at positions int32 [T] using cos_sin [max_positions, head_dim]
@@ -247,10 +255,11 @@ class Backend {
   // out = rms_norm(x, norm_weight, eps) @ weight^T.  x [M, K] (M up to 8); norm_weight [K];
   // weight [N, K]; out [M, N] of the compute dtype or f32. With `pending` (one row, see
   // rms_norm_mlp) the input is rms_norm(x + pending) instead, the sum rounded to the compute
-  // dtype.
+  // dtype. With `bias` [N] (out of the compute dtype) it is added as linear_bias adds it.
   virtual void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps,
-                               const Tensor& weight, Tensor out, Tensor pending = {}) {
-    (void)x, (void)norm_weight, (void)eps, (void)weight, (void)out, (void)pending;
+                               const Tensor& weight, Tensor out, Tensor pending = {},
+                               const Tensor& bias = {}) {
+    (void)x, (void)norm_weight, (void)eps, (void)weight, (void)out, (void)pending, (void)bias;
     unserved("rms_norm_linear");
   }
   // residual += x @ weight^T, the product rounded to the compute dtype first (linear, then the

@@ -187,6 +187,42 @@ TEST_P(CudaFusedMlpTest, LinearsFoldThePendingSumIn) {
                Error);
 }
 
+// rms_norm_linear with a bias (Qwen2's q/k/v), at one row (x staged for it alone) and more:
+// the CPU's rms_norm, linear and add_bias in f32.
+TEST_P(CudaFusedMlpTest, RmsNormLinearAddsTheBias) {
+  const int64_t n = 1001, k = 1024;
+  const std::vector<float> norm = random(k, 0.5f, 1.5f);
+  const std::vector<float> w = random(n * k);
+  const std::vector<float> bias = random(n, -4.0f, 4.0f);
+  DeviceTensor g_norm = upload_floats(*gpu_, dtype(), {k}, norm);
+  DeviceTensor g_w = upload_floats(*gpu_, dtype(), {n, k}, w);
+  DeviceTensor g_bias = upload_floats(*gpu_, dtype(), {n}, bias);
+  for (int64_t m : {1, 5}) {
+    const std::vector<float> x = random(m * k, -3.0f, 3.0f);
+    OwnedTensor c_x = host_floats({m, k}, x);
+    OwnedTensor c_norm = host_floats({k}, norm);
+    OwnedTensor c_w = host_floats({n, k}, w);
+    OwnedTensor c_bias = host_floats({n}, bias);
+    OwnedTensor c_h(DType::kF32, {m, k});
+    OwnedTensor c_out(DType::kF32, {m, n});
+    cpu_->rms_norm(c_x.tensor, c_norm.tensor, 1e-6f, c_h.tensor);
+    cpu_->linear(c_h.tensor, c_w.tensor, c_out.tensor);
+    cpu_->add_bias(c_out.tensor, c_bias.tensor);
+    DeviceTensor g_x = upload_floats(*gpu_, dtype(), {m, k}, x);
+    DeviceTensor out(*gpu_, dtype(), {m, n});
+    gpu_->rms_norm_linear(g_x.tensor(), g_norm.tensor(), 1e-6f, g_w.tensor(), out.tensor(), {},
+                          g_bias.tensor());
+    expect_relative_error(download_floats(*gpu_, out.tensor()), values_of(c_out.tensor),
+                          relative_tolerance(dtype()), fmt::format("{} rows", m));
+  }
+  // A bias goes into an out of the compute dtype.
+  DeviceTensor g_x = upload_floats(*gpu_, dtype(), {1, k}, random(k));
+  DeviceTensor logits(*gpu_, DType::kF32, {1, n});
+  EXPECT_THROW(gpu_->rms_norm_linear(g_x.tensor(), g_norm.tensor(), 1e-6f, g_w.tensor(),
+                                     logits.tensor(), {}, g_bias.tensor()),
+               Error);
+}
+
 // Two layers' linears in the order the model runs them with the MLP fused, then the fold:
 // eager calls twice and graph replays give the same bits.
 TEST_P(CudaFusedMlpTest, LayersReplayInGraphBitForBit) {

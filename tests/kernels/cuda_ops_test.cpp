@@ -426,6 +426,55 @@ TEST_P(CudaOpsTest, QkNormRope) {
     }
 }
 
+// linear_bias at the GEMV's row counts and cuBLASLt's (k = 1000 takes cuBLASLt at any), the
+// bias in the GEMM's epilogue, and, misaligned, added by add_bias after it: the CPU's linear,
+// then add_bias, in f32.
+TEST_P(CudaOpsTest, LinearBias) {
+  for (GemmShape s : {GemmShape{1, 1001, 1024}, GemmShape{3, 7, 64}, GemmShape{8, 1001, 1024},
+                      GemmShape{9, 1001, 1024}, GemmShape{5, 300, 1000}, GemmShape{40, 4608, 512},
+                      GemmShape{300, 129, 1024}}) {
+    const std::vector<float> x = random(s.m * s.k);
+    const std::vector<float> w = random(s.n * s.k);
+    const std::vector<float> bias = random(s.n, -4.0f, 4.0f);
+    OwnedTensor cpu_x = host_floats({s.m, s.k}, x);
+    OwnedTensor cpu_w = host_floats({s.n, s.k}, w);
+    OwnedTensor cpu_bias = host_floats({s.n}, bias);
+    OwnedTensor cpu_out(DType::kF32, {s.m, s.n});
+    cpu_->linear(cpu_x.tensor, cpu_w.tensor, cpu_out.tensor);
+    cpu_->add_bias(cpu_out.tensor, cpu_bias.tensor);
+    const std::vector<float> expected = values_of(cpu_out.tensor);
+
+    DeviceTensor gpu_x = upload_floats(*gpu_, dtype(), {s.m, s.k}, x);
+    DeviceTensor gpu_w = upload_floats(*gpu_, dtype(), {s.n, s.k}, w);
+    // At offset 0 the allocation's alignment; at offset 1 an element past it.
+    DeviceTensor gpu_bias = upload_floats(*gpu_, dtype(), {s.n}, bias);
+    std::vector<float> shifted(1, 0.0f);
+    shifted.insert(shifted.end(), bias.begin(), bias.end());
+    DeviceTensor shifted_bias = upload_floats(*gpu_, dtype(), {s.n + 1}, shifted);
+    for (int offset : {0, 1}) {
+      const Tensor b =
+          offset == 0 ? gpu_bias.tensor() : shifted_bias.tensor().slice_rows(1, s.n + 1);
+      DeviceTensor gpu_out = poisoned({s.m, s.n});
+      gpu_->linear_bias(gpu_x.tensor(), gpu_w.tensor(), b, gpu_out.tensor());
+      expect_relative_error(
+          download_floats(*gpu_, gpu_out.tensor()), expected, tolerance(),
+          label("linear_bias {}x{}x{}, bias at offset {}", s.m, s.n, s.k, offset));
+    }
+  }
+  // The bias is of the compute dtype and goes into an out of it.
+  DeviceTensor x = upload_floats(*gpu_, dtype(), {2, 64}, random(128));
+  DeviceTensor w = upload_floats(*gpu_, dtype(), {16, 64}, random(1024));
+  DeviceTensor bias = upload_floats(*gpu_, dtype(), {16}, random(16));
+  DeviceTensor f32_out(*gpu_, DType::kF32, {2, 16});
+  if (dtype() != DType::kF32) {
+    EXPECT_THROW(gpu_->linear_bias(x.tensor(), w.tensor(), bias.tensor(), f32_out.tensor()), Error);
+  }
+  DeviceTensor out = poisoned({2, 16});
+  EXPECT_THROW(
+      gpu_->linear_bias(x.tensor(), w.tensor(), bias.tensor().slice_rows(0, 15), out.tensor()),
+      Error);
+}
+
 // A linear's bias on rows of odd widths, vectorized and not.
 TEST_P(CudaOpsTest, AddBias) {
   for (int64_t width : {1, 7, 64, 1000, 3072}) {
@@ -716,6 +765,11 @@ TEST(GemvTest, TakesDecodeOperandsAndLeavesTheRestToCublasLt) {
   EXPECT_TRUE(with([&](cuda::GemvArgs& a) { residual(a), silu(a), a.ldx = 2 * 3072; }));
   EXPECT_FALSE(with([&](cuda::GemvArgs& a) { residual(a), norm(a); }));
   EXPECT_FALSE(with([&](cuda::GemvArgs& a) { residual(a), a.out_dtype = DType::kF32; }));
+  // A bias, at any alignment, with a plain or normalized input but not the residual add.
+  const auto bias = [&](cuda::GemvArgs& a) { a.bias = address(0x60002); };
+  EXPECT_TRUE(with(bias));
+  EXPECT_TRUE(with([&](cuda::GemvArgs& a) { bias(a), norm(a); }));
+  EXPECT_FALSE(with([&](cuda::GemvArgs& a) { bias(a), residual(a); }));
 }
 
 TEST(CudaBackendTest, AvailabilityMatchesBackendCreation) {

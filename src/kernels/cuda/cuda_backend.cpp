@@ -302,7 +302,8 @@ void CudaBackend::add_rms_norm(Tensor x, Tensor residual, const Tensor& weight, 
                      weight.data(), eps, rows, hidden, stream());
 }
 
-void CudaBackend::linear(const Tensor& x, const Tensor& weight, Tensor out) {
+cuda::LinearArgs CudaBackend::linear_args(const Tensor& x, const Tensor& weight,
+                                          const Tensor& out) const {
   check_rows(x, "linear x", dtype_, {-1, -1});
   const int64_t m = x.size(0);
   const int64_t k = x.size(1);
@@ -326,7 +327,27 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, Tensor out) {
   args.m = m;
   args.n = n;
   args.k = k;
+  return args;
+}
+
+void CudaBackend::linear(const Tensor& x, const Tensor& weight, Tensor out) {
+  linear_->run(linear_args(x, weight, out), stream());
+}
+
+void CudaBackend::linear_bias(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                              Tensor out) {
+  cuda::LinearArgs args = linear_args(x, weight, out);
+  NVLLM_CHECK_MSG(out.dtype() == dtype_, "linear_bias out is {}, expected {}",
+                  dtype_name(out.dtype()), dtype_name(dtype_));
+  check_contiguous(bias, "linear_bias bias", dtype_, {args.n});
+  // cuBLASLt's epilogue wants the bias 16-byte aligned (the engine's always is).
+  if (args.k > 0 && reinterpret_cast<uintptr_t>(bias.data()) % 16 == 0) {
+    args.bias = bias.data();
+    linear_->run(args, stream());
+    return;
+  }
   linear_->run(args, stream());
+  add_bias(out, bias);
 }
 
 void CudaBackend::add_bias(Tensor x, const Tensor& bias) {

@@ -58,6 +58,7 @@ class CudaBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out) override;
   void add_rms_norm(Tensor x, Tensor residual, const Tensor& weight, float eps) override;
   void linear(const Tensor& x, const Tensor& weight, Tensor out) override;
+  void linear_bias(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor out) override;
   void qk_norm_rope(Tensor qkv, const Tensor& q_norm, const Tensor& k_norm, const Tensor& positions,
                     const Tensor& cos_sin, float eps, const AttentionDims& dims) override;
   void store_kv(const Tensor& qkv, const LayerKVCache& cache, const AttentionMetadata& metadata,
@@ -82,7 +83,7 @@ class CudaBackend final : public Backend {
                                 Tensor residual, const Tensor& norm_weight, float eps) override;
   OneRowKernels one_row_kernels(int64_t hidden, int64_t intermediate) const override;
   void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& weight,
-                       Tensor out, Tensor pending) override;
+                       Tensor out, Tensor pending, const Tensor& bias) override;
   void linear_add(const Tensor& x, const Tensor& weight, Tensor residual, Tensor pending) override;
   void rms_norm_mlp(const Tensor& x, const Tensor& norm_weight, float eps,
                     const Tensor& gate_up_weight, const Tensor& down_weight,
@@ -117,6 +118,8 @@ class CudaBackend final : public Backend {
                                          const Tensor& cos_sin, float eps,
                                          const AttentionDims& dims) const;
   // qk_norm_rope_args() with the store into `cache` at metadata.slot_mapping.
+  // Checked operands of linear() and linear_bias().
+  cuda::LinearArgs linear_args(const Tensor& x, const Tensor& weight, const Tensor& out) const;
   cuda::QkNormRopeArgs qk_norm_rope_store_kv_args(const Tensor& qkv, const Tensor& q_norm,
                                                   const Tensor& k_norm, const Tensor& positions,
                                                   const Tensor& cos_sin, float eps,

@@ -64,7 +64,8 @@ int64_t* CudaBackend::pending_sum(const char* op, const Tensor& pending, const c
 }
 
 void CudaBackend::rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps,
-                                  const Tensor& weight, Tensor out, Tensor pending) {
+                                  const Tensor& weight, Tensor out, Tensor pending,
+                                  const Tensor& bias) {
   NVLLM_CHECK_MSG(out.dtype() == dtype_ || out.dtype() == DType::kF32,
                   "rms_norm_linear out is {}, expected {} or float32", dtype_name(out.dtype()),
                   dtype_name(dtype_));
@@ -73,6 +74,12 @@ void CudaBackend::rms_norm_linear(const Tensor& x, const Tensor& norm_weight, fl
   args.norm_weight = norm_weight.data();
   args.eps = eps;
   args.pending = pending_sum("rms_norm_linear", pending, args, args.k);
+  if (bias.defined()) {
+    NVLLM_CHECK_MSG(out.dtype() == dtype_, "rms_norm_linear with a bias into {} out",
+                    dtype_name(out.dtype()));
+    check_contiguous(bias, "rms_norm_linear bias", dtype_, {args.n});
+    args.bias = bias.data();
+  }
   run_gemv("rms_norm_linear", args);
 }
 

@@ -295,8 +295,8 @@ Tensor DecoderModel::forward_one_row(const ForwardBatch& batch,
   const Tensor pending = one_row_.mlp ? workspace_->pending.tensor : Tensor();  // [1, H] or none
   for (int i = 0; i < config_.num_hidden_layers; ++i) {
     const DecoderLayerWeights& w = weights_.layers[i];
-    backend_.rms_norm_linear(a.residual, w.input_layernorm, eps, w.qkv_proj, a.qkv, pending);
-    if (w.qkv_bias.defined()) backend_.add_bias(a.qkv, w.qkv_bias);
+    backend_.rms_norm_linear(a.residual, w.input_layernorm, eps, w.qkv_proj, a.qkv, pending,
+                             w.qkv_bias);
     attend(i, batch, kv_cache[i], a);
     backend_.linear_add(a.attn, w.o_proj, a.residual, pending);
     if (one_row_.mlp) {
@@ -336,8 +336,11 @@ Tensor DecoderModel::forward_rows(const ForwardBatch& batch,
     }
     dump_layer(i, "input_norm", a.h);
 
-    backend_.linear(a.h, w.qkv_proj, a.qkv);  // [T, (nq + 2 nkv) D]
-    if (w.qkv_bias.defined()) backend_.add_bias(a.qkv, w.qkv_bias);
+    if (w.qkv_bias.defined()) {  // [T, (nq + 2 nkv) D]
+      backend_.linear_bias(a.h, w.qkv_proj, w.qkv_bias, a.qkv);
+    } else {
+      backend_.linear(a.h, w.qkv_proj, a.qkv);
+    }
     dump_layer(i, "qkv", a.qkv);
     attend(i, batch, kv_cache[i], a);
     backend_.linear(a.attn, w.o_proj, a.h);  // [T, H]; over ranks, a partial sum

@@ -107,6 +107,11 @@ const CublasLtLinear::Plan& CublasLtLinear::plan_for(const PlanKey& key) {
                                                     &transpose, sizeof(transpose)));
   NVLLM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->operation, CUBLASLT_MATMUL_DESC_TRANSB,
                                                     &as_is, sizeof(as_is)));
+  if (key.bias) {  // one per output feature: a row of the column-major out^T
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    NVLLM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        plan->operation, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+  }
   const cudaDataType_t in_type = cuda_type(key.in_dtype);
   const cudaDataType_t out_type = cuda_type(key.out_dtype);
   // Column-major shapes: W is [k, n], x is [k, m], out is [n, m].
@@ -131,10 +136,10 @@ const CublasLtLinear::Plan& CublasLtLinear::plan_for(const PlanKey& key) {
   if (status != CUBLAS_STATUS_SUCCESS || count == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
     throw Error(fmt::format(
         "linear: cuBLASLt has no algorithm for x [{}, {}] (ld {}) @ weight [{}, {}]^T (ld {}) -> "
-        "out [{}, {}] (ld {}), {} -> {}, alignments {}/{}/{} bytes: {}",
+        "out [{}, {}] (ld {}){}, {} -> {}, alignments {}/{}/{} bytes: {}",
         key.m, key.k, key.ldx, key.n, key.k, key.ldw, key.m, key.n, key.ldo,
-        dtype_name(key.in_dtype), dtype_name(key.out_dtype), key.align_x, key.align_w,
-        key.align_out,
+        key.bias ? " + bias" : "", dtype_name(key.in_dtype), dtype_name(key.out_dtype), key.align_x,
+        key.align_w, key.align_out,
         cublasLtGetStatusString(status != CUBLAS_STATUS_SUCCESS ? status : result.state)));
   }
   plan->algo = result.algo;
@@ -147,10 +152,13 @@ void CublasLtLinear::run(const LinearArgs& args, cudaStream_t stream) {
                   "linear: {} inputs cannot produce {} output", dtype_name(args.in_dtype),
                   dtype_name(args.out_dtype));
   (void)cuda_type(args.in_dtype);  // rejects integer dtypes before any work
+  NVLLM_CHECK_MSG(args.bias == nullptr || alignment_of(args.bias) >= 16,
+                  "linear: the bias must be 16-byte aligned for cuBLASLt's epilogue");
   if (args.m == 0 || args.n == 0) return;
   const int64_t ldo = leading_dimension(args.ldo, args.m, args.n, "out");
   if (args.k == 0) {
     // An empty sum: out = 0 (cuBLASLt does not take k = 0).
+    NVLLM_CHECK_MSG(args.bias == nullptr, "linear: a bias over an empty sum (k = 0)");
     const size_t element = dtype_size(args.out_dtype);
     NVLLM_CUDA_CHECK(cudaMemset2DAsync(args.out, static_cast<size_t>(ldo) * element, 0,
                                        static_cast<size_t>(args.n) * element,
@@ -158,8 +166,9 @@ void CublasLtLinear::run(const LinearArgs& args, cudaStream_t stream) {
     return;
   }
   // A few rows (decode): cuBLASLt's tiles stream the weight well below memory bandwidth there.
-  const GemvArgs gemv_args{args.in_dtype, args.out_dtype, args.x, args.ldx, args.weight, args.ldw,
-                           args.out,      args.ldo,       args.m, args.n,   args.k};
+  GemvArgs gemv_args{args.in_dtype, args.out_dtype, args.x, args.ldx, args.weight, args.ldw,
+                     args.out,      args.ldo,       args.m, args.n,   args.k};
+  gemv_args.bias = args.bias;
   if (gemv_supported(gemv_args)) {
     gemv(gemv_args, stream);
     return;
@@ -174,8 +183,13 @@ void CublasLtLinear::run(const LinearArgs& args, cudaStream_t stream) {
                     ldo,
                     alignment_of(args.x),
                     alignment_of(args.weight),
-                    alignment_of(args.out)};
+                    alignment_of(args.out),
+                    args.bias != nullptr};
   const Plan& plan = plan_for(key);
+  if (key.bias) {  // the descriptor is the plan's: the pointer is set for this call
+    NVLLM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        plan.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &args.bias, sizeof(args.bias)));
+  }
   const float alpha = 1.0f;
   const float beta = 0.0f;  // C is not read; it is given as out, like D
   NVLLM_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.operation, &alpha, args.weight,

@@ -1,5 +1,5 @@
-// out = x @ weight^T on cuBLASLt with fp32 accumulation. The algorithm for each shape, dtype,
-// leading-dimension and pointer-alignment combination is chosen once by cuBLASLt's heuristic
+// out = x @ weight^T (+ bias) on cuBLASLt with fp32 accumulation. The algorithm for each shape,
+// dtype, leading-dimension and pointer-alignment combination is chosen once by cuBLASLt's heuristic
 // and cached; the workspace is allocated once up front, so calls allocate nothing and can be
 // captured in a CUDA graph.
 #pragma once
@@ -31,6 +31,9 @@ struct LinearArgs {
   int64_t m = 0;
   int64_t n = 0;
   int64_t k = 0;
+  // Optional: [n] of out_dtype, 16-byte aligned, added to the fp32 sums before they are rounded
+  // (cuBLASLt's bias epilogue; the GEMV's own at a few rows).
+  const void* bias = nullptr;
 };
 
 class CublasLtLinear {
@@ -54,6 +57,7 @@ class CublasLtLinear {
     int64_t m, n, k;
     int64_t ldx, ldw, ldo;
     uint32_t align_x, align_w, align_out;  // bytes, powers of two up to 256
+    bool bias;
 
     auto operator<=>(const PlanKey&) const = default;
   };

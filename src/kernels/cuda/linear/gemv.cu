@@ -108,6 +108,7 @@ struct GemvParams {
   float eps;
   const T* residual;  // [m, n] or nullptr
   int64_t ldr;
+  const T* bias;     // [n] or nullptr; not with kAddResidual
   int64_t* pending;  // [k] with kRmsNorm, [n] with kAddResidual, or nullptr; m == 1
 };
 
@@ -244,6 +245,19 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
     const int64_t v = first_step + lane;  // the vector this lane transforms (see below)
     copy_x_async(staged_norm, p.norm_weight + (v < vectors ? v * kElemsPerVector : 0), v < vectors);
   }
+  // The bias under this thread's outputs (the epilogue's entries e = threadIdx.x + j *
+  // blockDim.x): a weight, read before the wait too.
+  float bias_in[2] = {0.0f, 0.0f};
+  if (p.bias != nullptr) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int e = static_cast<int>(threadIdx.x + j * blockDim.x);
+      const int col = e % kTileRows;
+      if (e < kTileRows * kTileRows && tile_first + col < n) {
+        bias_in[j] = to_float(p.bias[tile_first + col]);
+      }
+    }
+  }
   wait_for_prior_kernels();
   copy_x_step(first_step);
   if constexpr (kInput == Input::kRmsNorm) {  // pending_in
@@ -312,7 +326,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32) gemv_kernel(const GemvParams<T
       for (int w = 0; w < kMaxWarps; ++w) {
         if (w < warps) sum += partial[w][row][col];
       }
-      if constexpr (kAddResidual) sum = round_to<T>(sum) + residual_in[j];
+      if constexpr (kAddResidual) {
+        sum = round_to<T>(sum) + residual_in[j];
+      } else {
+        sum += bias_in[j];
+      }
       p.out[row * p.ldo + tile_first + col] = from_float<OutT>(sum);
     }
   }
@@ -341,6 +359,7 @@ void launch_rows(const GemvArgs& args, int64_t tiles, int warps, cudaStream_t st
                                    args.eps,
                                    static_cast<const T*>(args.residual),
                                    args.ldr,
+                                   static_cast<const T*>(args.bias),
                                    args.pending};
   launch_kernel(kernel, static_cast<unsigned>(tiles), warps * 32, smem, stream, params);
 }
@@ -394,7 +413,8 @@ bool gemv_supported(const GemvArgs& args) {
   const bool silu_ok = !args.silu_gate ||
                        ((args.m == 1 || args.ldx >= 2 * args.k) && args.out_dtype == args.in_dtype);
   const bool residual_ok =
-      args.residual == nullptr || (args.out_dtype == args.in_dtype && args.norm_weight == nullptr);
+      args.residual == nullptr ||
+      (args.out_dtype == args.in_dtype && args.norm_weight == nullptr && args.bias == nullptr);
   // The pending sum goes with one row, and with the norm or the residual add (not SiLU).
   const bool pending_ok =
       args.pending == nullptr ||

@@ -35,6 +35,9 @@ struct GemvArgs {
   // the residual add does not come with norm_weight.
   const void* residual = nullptr;
   int64_t ldr = 0;
+  // Set: [n] of in_dtype, added to each output's fp32 sum before it is rounded (a linear's
+  // bias, as cuBLASLt's bias epilogue adds it); not with the residual add.
+  const void* bias = nullptr;
   // One row only, with norm_weight or residual: the residual stream is that row plus `pending`
   // (fixed point, fixed_point.cuh). With norm_weight the input is rms_norm(round(x +
   // pending)) [k]; with residual, out = round(product) + round(residual + pending) [n], and
@@ -51,8 +54,8 @@ inline constexpr int64_t kGemvMaxNormWidth = 4096;
 // Whether gemv() serves `args`: x and weight bf16 or f16, out of their dtype or f32;
 // 1 <= m <= kGemvMaxRows, n >= 1, k a positive multiple of 8; x, weight and norm_weight
 // 16-byte aligned with row strides (where there is more than one row) multiples of 8 elements;
-// k at most kGemvMaxNormWidth with norm_weight. out and residual may have any alignment and
-// row stride.
+// k at most kGemvMaxNormWidth with norm_weight; no bias with residual. out, residual and bias
+// may have any alignment, out and residual any row stride.
 bool gemv_supported(const GemvArgs& args);
 
 // Enqueues the kernel on `stream` (fp32 accumulation, deterministic, no allocation). `args`
