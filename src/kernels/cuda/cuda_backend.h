@@ -117,9 +117,9 @@ class CudaBackend final : public Backend {
                                          const Tensor& k_norm, const Tensor& positions,
                                          const Tensor& cos_sin, float eps,
                                          const AttentionDims& dims) const;
-  // qk_norm_rope_args() with the store into `cache` at metadata.slot_mapping.
   // Checked operands of linear() and linear_bias().
   cuda::LinearArgs linear_args(const Tensor& x, const Tensor& weight, const Tensor& out) const;
+  // qk_norm_rope_args() with the store into `cache` at metadata.slot_mapping.
   cuda::QkNormRopeArgs qk_norm_rope_store_kv_args(const Tensor& qkv, const Tensor& q_norm,
                                                   const Tensor& k_norm, const Tensor& positions,
                                                   const Tensor& cos_sin, float eps,

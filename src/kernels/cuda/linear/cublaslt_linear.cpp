@@ -152,8 +152,9 @@ void CublasLtLinear::run(const LinearArgs& args, cudaStream_t stream) {
                   "linear: {} inputs cannot produce {} output", dtype_name(args.in_dtype),
                   dtype_name(args.out_dtype));
   (void)cuda_type(args.in_dtype);  // rejects integer dtypes before any work
-  NVLLM_CHECK_MSG(args.bias == nullptr || alignment_of(args.bias) >= 16,
-                  "linear: the bias must be 16-byte aligned for cuBLASLt's epilogue");
+  NVLLM_CHECK_MSG(
+      args.bias == nullptr || (alignment_of(args.bias) >= 16 && args.out_dtype == args.in_dtype),
+      "linear: a bias must be 16-byte aligned, into out of the inputs' dtype");
   if (args.m == 0 || args.n == 0) return;
   const int64_t ldo = leading_dimension(args.ldo, args.m, args.n, "out");
   if (args.k == 0) {

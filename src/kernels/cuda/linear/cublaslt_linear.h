@@ -31,8 +31,8 @@ struct LinearArgs {
   int64_t m = 0;
   int64_t n = 0;
   int64_t k = 0;
-  // Optional: [n] of out_dtype, 16-byte aligned, added to the fp32 sums before they are rounded
-  // (cuBLASLt's bias epilogue; the GEMV's own at a few rows).
+  // Optional: [n], 16-byte aligned, with out_dtype == in_dtype, added to the fp32 sums before
+  // they are rounded (cuBLASLt's bias epilogue; the GEMV's own at a few rows).
   const void* bias = nullptr;
 };
 
