@@ -1,6 +1,8 @@
 // Decode-attention bandwidth on the bench workload's geometry (Qwen3-0.6B: 16 query heads,
 // 8 kv heads, head_dim 128, bf16, KV block size 256), or another number of query and kv heads,
-// for batches 1, 32, 256 at contexts 512, 2048, 8192, and mixed contexts. Each call is timed as
+// for batches 1, 32, 256 at contexts 512, 2048, 8192, and mixed contexts; or (--splits) the
+// time of every split-KV factor against the one the kernel picks, over batches of 1 to 96
+// sequences in bands of contexts from 1,000 to 16,000 keys. Each call is timed as
 // part of a run over enough distinct caches ("layers") that L2 cannot hold them; the median over
 // repetitions is compared with the device-to-device copy bandwidth measured here (read + write
 // bytes). Each run over the layers is one CUDA graph.
@@ -11,14 +13,17 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
 #include "core/dtype.h"
 #include "cuda_bench_util.h"
 #include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/attention/attention_launch.cuh"
 #include "kernels/cuda/runtime/cuda_check.h"
 
 namespace nanovllm {
@@ -42,9 +47,10 @@ struct Heads {
   int kv = kNumKvHeads;
 };
 
-// One decode attention call per layer over sequences of `contexts` keys, in that order.
+// One decode attention call per layer over sequences of `contexts` keys, in that order, with
+// the keys split `splits` ways (0: as the kernel picks for them).
 Result bench_decode(const std::vector<int32_t>& contexts, Heads heads, int num_sms,
-                    cudaStream_t stream, std::mt19937& rng) {
+                    cudaStream_t stream, std::mt19937& rng, int splits = 0) {
   const int batch = static_cast<int>(contexts.size());
   const int longest = *std::max_element(contexts.begin(), contexts.end());
   const int blocks_per_seq = (longest + kBlockSize - 1) / kBlockSize;
@@ -97,13 +103,21 @@ Result bench_decode(const std::vector<int32_t>& contexts, Heads heads, int num_s
   args.block_size = kBlockSize;
   args.scale = 0.08838834764831845f;
   args.num_sms = num_sms;
+  args.max_seqlen_k = longest;
+  args.k_cache = caches.get();  // the first layer's, as the runs below set them
+  args.v_cache = caches.get<char>() + cache_bytes;
+  cuda::check_paged_attention(args);
 
   const auto run_layers = [&] {
     for (int layer = 0; layer < layers; ++layer) {
       const char* layer_base = caches.get<char>() + layer * layer_bytes;
       args.k_cache = layer_base;
       args.v_cache = layer_base + cache_bytes;
-      cuda::paged_attention(args, stream);
+      if (splits == 0) {
+        cuda::paged_attention(args, stream);
+      } else {
+        cuda::attention::launch_attention_decode(args, splits, stream);
+      }
     }
   };
   const double ms = bench::time_graph_ms(stream, run_layers);
@@ -111,6 +125,41 @@ Result bench_decode(const std::vector<int32_t>& contexts, Heads heads, int num_s
   const double keys = std::accumulate(contexts.begin(), contexts.end(), 0.0);
   const double bytes = keys * 2 * heads.kv * kHeadDim * 2;
   return {batch, static_cast<int>(keys / batch), layers, us, bytes / (us * 1e-6) / 1e9};
+}
+
+// Every split-KV factor against the kernel's own choice: batches of 1 to 96 sequences, their
+// contexts drawn uniformly from each band, longest first (as the engine orders them).
+int sweep_splits(cudaStream_t stream, const cudaDeviceProp& prop, Heads heads) {
+  const double copy_gbps = copy_bandwidth(stream);
+  fmt::print("device: {} ({} SMs); device-to-device copy {:.0f} GB/s\n", prop.name,
+             prop.multiProcessorCount, copy_gbps);
+  fmt::print("decode attention, {} heads, {} kv heads: us (% of copy) by split count\n\n",
+             heads.query, heads.kv);
+  fmt::print("| keys | sequences | picked |");
+  for (int s = 1; s <= 8; ++s) fmt::print(" {} |", s);
+  fmt::print("\n| --- | ---: | ---: |");
+  for (int s = 1; s <= 8; ++s) fmt::print(" ---: |");
+  fmt::print("\n");
+  for (auto [low, high] : {std::pair{1000, 2000}, std::pair{2000, 4000}, std::pair{4000, 8000},
+                           std::pair{8000, 16000}}) {
+    for (int batch : {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96}) {
+      std::mt19937 rng(batch * 7 + low);
+      std::vector<int32_t> contexts(batch);
+      std::uniform_int_distribution<int32_t> context_of(low, high);
+      for (int32_t& c : contexts) c = context_of(rng);
+      std::sort(contexts.rbegin(), contexts.rend());
+      const Result picked = bench_decode(contexts, heads, prop.multiProcessorCount, stream, rng);
+      fmt::print("| {} to {} | {} | {:.1f} ({:.0f}%) |", low, high, batch, picked.us,
+                 100.0 * picked.gbps / copy_gbps);
+      for (int s = 1; s <= 8; ++s) {
+        const Result r = bench_decode(contexts, heads, prop.multiProcessorCount, stream, rng, s);
+        fmt::print(" {:.1f} ({:.0f}%) |", r.us, 100.0 * r.gbps / copy_gbps);
+      }
+      fmt::print("\n");
+      std::fflush(stdout);
+    }
+  }
+  return 0;
 }
 
 int run(cudaStream_t stream, const cudaDeviceProp& prop, Heads heads) {
@@ -173,8 +222,10 @@ int run(cudaStream_t stream, const cudaDeviceProp& prop, Heads heads) {
 }  // namespace
 }  // namespace nanovllm
 
-//   usage: attention_bench [QUERY_HEADS KV_HEADS]   (default 16 8)
+//   usage: attention_bench [--splits] [QUERY_HEADS KV_HEADS]   (default 16 8)
 int main(int argc, char** argv) {
+  const bool splits = argc > 1 && std::strcmp(argv[1], "--splits") == 0;
+  if (splits) --argc, ++argv;
   nanovllm::Heads heads;
   if (argc == 3) {
     heads.query = std::atoi(argv[1]);
@@ -182,11 +233,13 @@ int main(int argc, char** argv) {
   }
   if (argc == 2 || argc > 3 || heads.kv < 1 || heads.query % heads.kv != 0 ||
       heads.query / heads.kv > 8) {
-    std::fprintf(stderr, "usage: attention_bench [QUERY_HEADS KV_HEADS] (a group of 1 to 8)\n");
+    std::fprintf(stderr,
+                 "usage: attention_bench [--splits] [QUERY_HEADS KV_HEADS] (a group of 1 to 8)\n");
     return 2;
   }
   return nanovllm::bench::bench_main("attention_bench",
                                      [&](cudaStream_t stream, const cudaDeviceProp& prop) {
-                                       return nanovllm::run(stream, prop, heads);
+                                       return splits ? nanovllm::sweep_splits(stream, prop, heads)
+                                                     : nanovllm::run(stream, prop, heads);
                                      });
 }

@@ -19,6 +19,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/attention/attention.h"
 #include "kernels/cuda/attention/attention_launch.cuh"
+#include "kernels/cuda/runtime/cuda_check.h"
 
 namespace nanovllm {
 namespace {
@@ -311,6 +312,63 @@ TEST(CudaAttention, DecodeMatchesCpu) {
       expect_matches_cpu(*gpu, dtype,
                          make_batch(c.dims, c.block_size, q_lens, c.contexts, dtype, rng));
     }
+  }
+}
+
+// The decode launcher with the split count forced (what attention_bench --splits sweeps): every
+// count from 1 to 8 matches the CPU op, padding rows stay zero, and a count outside is an error.
+TEST(CudaAttention, DecodeWithEveryForcedSplitCountMatchesCpu) {
+  NVLLM_REQUIRE_CUDA();
+  std::mt19937 rng(21);
+  const AttentionDims dims{28, 4, 128};
+  const std::vector<int32_t> contexts = {1500, 100, 0, 17, 1};
+  int device = 0, num_sms = 0;
+  NVLLM_CUDA_CHECK(cudaGetDevice(&device));
+  NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    auto gpu = make_cuda_backend(dtype);
+    const Batch b =
+        make_batch(dims, 64, std::vector<int32_t>(contexts.size(), 1), contexts, dtype, rng);
+    BatchTensors t(*gpu, dtype, b);
+    const std::vector<float> expected = cpu_reference(b);
+    cuda::PagedAttentionArgs args;
+    args.dtype = dtype;
+    args.qkv = t.qkv.tensor().data();
+    args.qkv_row_stride = dims.qkv_size();
+    args.k_cache = t.k.tensor().data();
+    args.v_cache = t.v.tensor().data();
+    args.num_blocks = b.num_blocks;
+    args.out = t.out.tensor().data();
+    args.out_row_stride = dims.q_size();
+    args.cu_seqlens_q = t.cu_seqlens_q.tensor().data_as<int32_t>();
+    args.context_lens = t.context_lens.tensor().data_as<int32_t>();
+    args.block_tables = t.block_tables.tensor().data_as<int32_t>();
+    args.block_table_stride = b.table_width;
+    args.num_seqs = b.num_seqs();
+    args.num_tokens = b.num_tokens();
+    args.max_seqlen_q = 1;
+    args.max_seqlen_k = b.max_context();
+    args.num_heads = dims.num_heads;
+    args.num_kv_heads = dims.num_kv_heads;
+    args.head_dim = dims.head_dim;
+    args.block_size = b.block_size;
+    args.scale = b.scale;
+    args.num_sms = num_sms;
+    cuda::check_paged_attention(args);
+    for (int splits = 1; splits <= 8; ++splits) {
+      poison(*gpu, t.out.tensor());
+      gpu->synchronize();  // the uploads and the poison, on the backend's stream
+      cuda::attention::launch_attention_decode(args, splits, nullptr);
+      NVLLM_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+      const std::vector<float> actual = download_floats(*gpu, t.out.tensor());
+      const std::string what = fmt::format("{} split {} ways", describe(b, dtype), splits);
+      expect_relative_error(actual, expected, relative_tolerance(dtype), what);
+      for (int64_t i = 2 * dims.q_size(); i < 3 * dims.q_size(); ++i) {
+        ASSERT_EQ(actual[i], 0.0f) << what << ": the padding row";
+      }
+    }
+    EXPECT_THROW(cuda::attention::launch_attention_decode(args, 0, nullptr), Error);
+    EXPECT_THROW(cuda::attention::launch_attention_decode(args, 9, nullptr), Error);
   }
 }
 

@@ -499,8 +499,14 @@ int decode_num_splits(const PagedAttentionArgs& args) {
   return std::clamp(splits, 1, most);
 }
 
-void launch_attention_decode(const PagedAttentionArgs& passed, cudaStream_t stream) {
-  const int num_splits = decode_num_splits(passed);
+void launch_attention_decode(const PagedAttentionArgs& args, cudaStream_t stream) {
+  launch_attention_decode(args, decode_num_splits(args), stream);
+}
+
+void launch_attention_decode(const PagedAttentionArgs& passed, int num_splits,
+                             cudaStream_t stream) {
+  NVLLM_CHECK_MSG(num_splits >= 1 && num_splits <= kMaxSplits,
+                  "decode attention: {} splits, outside [1, {}]", num_splits, kMaxSplits);
   // One sequence needs no order: the kernel then reads its metadata without a round trip first.
   PagedAttentionArgs args = passed;
   if (args.num_seqs == 1) args.seq_order = nullptr;

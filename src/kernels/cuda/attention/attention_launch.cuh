@@ -19,5 +19,8 @@ void launch_attention_prefill(const PagedAttentionArgs& args, cudaStream_t strea
 // any context lengths.
 int decode_num_splits(const PagedAttentionArgs& args);
 void launch_attention_decode(const PagedAttentionArgs& args, cudaStream_t stream);
+// The same with the keys split `num_splits` ways (1 to 8) whatever decode_num_splits says, for
+// the benchmark that sweeps it (attention_bench --splits).
+void launch_attention_decode(const PagedAttentionArgs& args, int num_splits, cudaStream_t stream);
 
 }  // namespace nanovllm::cuda::attention
