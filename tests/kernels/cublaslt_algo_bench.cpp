@@ -1,13 +1,17 @@
 // How far cuBLASLt's first heuristic choice is from the best algorithm it has, at decode sizes
-// (16 to 256 rows) of the Qwen3 shapes' linears: every algorithm of the heuristic's top 32, and
-// split-K variants (2 to 16 slices) of its distinct tiles, each timed in a graph of
-// back-to-back calls over weight copies that L2 cannot hold; bf16, fp32 accumulation.
-//   usage: cublaslt_algo_bench [SHAPE...]   (0.6b 4b 8b 14b 32b 30b-a3b qwen2.5-7b; default: all)
+// (16 to 256 rows) of the Qwen3 shapes' linears: every algorithm of the heuristic's top 32,
+// split-K variants (2 to 16 slices) of its distinct tiles, and the heuristic's first choice for
+// the rows rounded up to 128 and to 256, each timed in a graph of back-to-back calls over weight
+// copies that L2 cannot hold; bf16, fp32 accumulation.
+//   usage: cublaslt_algo_bench [--rows R,R,...] [SHAPE...]
+//          (shapes 0.6b 4b 8b 14b 32b 30b-a3b qwen2.5-7b; default: all, rows 16 to 256)
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <iterator>
 #include <random>
 #include <set>
 #include <string>
@@ -22,7 +26,7 @@ namespace {
 
 using namespace bench;
 
-constexpr int kRows[] = {16, 32, 64, 128, 256};
+constexpr int kDefaultRows[] = {16, 32, 64, 128, 256};
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 // The attribute's value, or -1 where this cuBLASLt does not report it.
@@ -51,7 +55,8 @@ std::string describe(const cublasLtMatmulAlgo_t& algo) {
          std::to_string(algo_config<uint16_t>(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
 }
 
-int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::string> wanted) {
+int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::string> wanted,
+        std::vector<int> all_rows) {
   std::mt19937 rng(1);
   const double bandwidth = copy_bandwidth(stream);
   std::printf("%s: copy %.0f GB/s\n", properties.name, bandwidth);
@@ -71,7 +76,7 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::
           out(size_t{2} * 256 * l.n);
       fill_random_bf16(weights.get(), weights.bytes(), rng);
       fill_random_bf16(x.get(), x.bytes(), rng);
-      for (int rows : kRows) {
+      for (int rows : all_rows) {
         cublasLtMatmulDesc_t op;
         NVLLM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
         const cublasOperation_t transpose = CUBLAS_OP_T, as_is = CUBLAS_OP_N;
@@ -118,8 +123,29 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::
             }
           }
         }
+        // The first choice for more rows, where the heuristic's pick is often better.
+        const size_t rounded_first = candidates.size();
+        for (int more : {(rows + 127) / 128 * 128, 256}) {
+          if (more <= rows) continue;
+          cublasLtMatrixLayout_t b_more, c_more;
+          NVLLM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_more, CUDA_R_16BF, l.k, more, l.k));
+          NVLLM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c_more, CUDA_R_16BF, l.n, more, l.n));
+          cublasLtMatmulHeuristicResult_t more_result{};
+          int more_count = 0;
+          cublasLtMatmulHeuristicResult_t checked{};
+          if (cublasLtMatmulAlgoGetHeuristic(handle, op, a, b_more, c_more, c_more, preference, 1,
+                                             &more_result, &more_count) == CUBLAS_STATUS_SUCCESS &&
+              more_count == 1 &&
+              cublasLtMatmulAlgoCheck(handle, op, a, b, c, c, &more_result.algo, &checked) ==
+                  CUBLAS_STATUS_SUCCESS &&
+              checked.workspaceSize <= kWorkspaceBytes) {
+            candidates.push_back(more_result.algo);
+          }
+          cublasLtMatrixLayoutDestroy(c_more);
+          cublasLtMatrixLayoutDestroy(b_more);
+        }
         const double floor_us = (weight_bytes + 2.0 * rows * (l.k + l.n)) / (bandwidth * 1e9) * 1e6;
-        double first_us = 0, best_us = 1e30;
+        double first_us = 0, best_us = 1e30, top4_us = 1e30, rounded_us = 1e30;
         std::string best;
         for (size_t i = 0; i < candidates.size(); ++i) {
           const float alpha = 1.0f, beta = 0.0f;
@@ -138,19 +164,22 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::
           if (failed) continue;
           const double us = 1e3 * time_graph_ms(stream, body) / calls;
           if (i == 0) first_us = us;
+          if (i < 4 && i < static_cast<size_t>(count)) top4_us = std::min(top4_us, us);
+          if (i >= rounded_first) rounded_us = std::min(rounded_us, us);
           if (us < best_us) {
             best_us = us;
             best = (i < static_cast<size_t>(count) ? "heuristic #" + std::to_string(i) + " "
-                                                   : std::string("split of top: ")) +
+                    : i < rounded_first            ? std::string("split of top: ")
+                                                   : std::string("first for more rows: ")) +
                    describe(candidates[i]);
           }
         }
         std::printf(
-            "%-5s %-13s %6d x %-6d rows %4d  first %8.2f us %4.0f%%  best %8.2f us %4.0f%%  "
-            "(%zu tried; %s) first: %s\n",
-            shape.name, l.name, l.n, l.k, rows, first_us, 100 * floor_us / first_us, best_us,
-            100 * floor_us / best_us, candidates.size(), best.c_str(),
-            describe(candidates[0]).c_str());
+            "%-5s %-13s %6d x %-6d rows %4d  first %8.2f us %4.0f%%  top4 %8.2f us  rounded %8.2f "
+            "us  best %8.2f us %4.0f%%  (%zu tried; %s) first: %s\n",
+            shape.name, l.name, l.n, l.k, rows, first_us, 100 * floor_us / first_us, top4_us,
+            rounded_us < 1e30 ? rounded_us : 0.0, best_us, 100 * floor_us / best_us,
+            candidates.size(), best.c_str(), describe(candidates[0]).c_str());
         std::fflush(stdout);
         cublasLtMatmulPreferenceDestroy(preference);
         cublasLtMatrixLayoutDestroy(c);
@@ -168,9 +197,27 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::
 }  // namespace nanovllm
 
 int main(int argc, char** argv) {
-  std::vector<std::string> wanted(argv + 1, argv + argc);
+  std::vector<int> rows(std::begin(nanovllm::kDefaultRows), std::end(nanovllm::kDefaultRows));
+  std::vector<std::string> wanted;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--rows") {
+      rows.clear();
+      for (const char* p = i + 1 < argc ? argv[++i] : ""; *p != '\0' || rows.empty();) {
+        char* end = nullptr;
+        const long value = std::strtol(p, &end, 10);
+        if (end == p || value < 1 || value > 256) {
+          std::fprintf(stderr, "cublaslt_algo_bench: --rows takes 1 to 256, comma-separated\n");
+          return 2;
+        }
+        rows.push_back(static_cast<int>(value));
+        p = *end == ',' ? end + 1 : end;
+      }
+    } else {
+      wanted.emplace_back(argv[i]);
+    }
+  }
   return nanovllm::bench::bench_main("cublaslt_algo_bench",
                                      [&](cudaStream_t stream, const cudaDeviceProp& properties) {
-                                       return nanovllm::run(stream, properties, wanted);
+                                       return nanovllm::run(stream, properties, wanted, rows);
                                      });
 }
