@@ -16,6 +16,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/elementwise/elementwise.h"
 #include "kernels/cuda/linear/cublaslt_linear.h"
+#include "kernels/cuda/runtime/alignment.h"
 #include "kernels/cuda/runtime/cuda_check.h"
 #include "kernels/cuda/runtime/device_allocator.h"
 #include "kernels/cuda/runtime/nccl_group.h"
@@ -340,14 +341,11 @@ void CudaBackend::linear_bias(const Tensor& x, const Tensor& weight, const Tenso
   NVLLM_CHECK_MSG(out.dtype() == dtype_, "linear_bias out is {}, expected {}",
                   dtype_name(out.dtype()), dtype_name(dtype_));
   check_contiguous(bias, "linear_bias bias", dtype_, {args.n});
-  // cuBLASLt's epilogue wants the bias 16-byte aligned (the engine's always is).
-  if (args.k > 0 && reinterpret_cast<uintptr_t>(bias.data()) % 16 == 0) {
-    args.bias = bias.data();
-    linear_->run(args, stream());
-    return;
-  }
+  // cuBLASLt's epilogue wants the bias 16-byte aligned (the engine's always is); else it is
+  // added after the product.
+  if (args.k > 0 && cuda::aligned_to(bias.data(), 16)) args.bias = bias.data();
   linear_->run(args, stream());
-  add_bias(out, bias);
+  if (args.bias == nullptr) add_bias(out, bias);
 }
 
 void CudaBackend::add_bias(Tensor x, const Tensor& bias) {
