@@ -5,7 +5,9 @@
 // sequences in bands of contexts from 1,000 to 16,000 keys. Each call is timed as
 // part of a run over enough distinct caches ("layers") that L2 cannot hold them; the median over
 // repetitions is compared with the device-to-device copy bandwidth measured here (read + write
-// bytes). Each run over the layers is one CUDA graph.
+// bytes). Each run over the layers is one CUDA graph. With --power, the copy and decode attention
+// at bench.py's decode batches are each replayed for about 2 s and their power read from NVML:
+// sustained, the GPU may run at its power limit, and then the joules a byte decide the speed.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -16,6 +18,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -25,6 +28,7 @@
 #include "kernels/cuda/attention/attention.h"
 #include "kernels/cuda/attention/attention_launch.cuh"
 #include "kernels/cuda/runtime/cuda_check.h"
+#include "power_meter.h"
 
 namespace nanovllm {
 namespace {
@@ -33,6 +37,7 @@ using namespace bench;
 
 constexpr int kBlockSize = 256;
 constexpr int kMaxLayers = 128;
+constexpr double kPowerSeconds = 2.0;
 
 struct Result {
   int batch;
@@ -40,6 +45,7 @@ struct Result {
   int layers;
   double us;
   double gbps;
+  PowerSample power;  // with a meter: sustained over the layers' graph
 };
 
 struct Heads {
@@ -48,9 +54,10 @@ struct Heads {
 };
 
 // One decode attention call per layer over sequences of `contexts` keys, in that order, with
-// the keys split `splits` ways (0: as the kernel picks for them).
+// the keys split `splits` ways (0: as the kernel picks for them); with a meter, its power too.
 Result bench_decode(const std::vector<int32_t>& contexts, Heads heads, int num_sms,
-                    cudaStream_t stream, std::mt19937& rng, int splits = 0) {
+                    cudaStream_t stream, std::mt19937& rng, int splits = 0,
+                    const PowerMeter* meter = nullptr) {
   const int batch = static_cast<int>(contexts.size());
   const int longest = *std::max_element(contexts.begin(), contexts.end());
   const int blocks_per_seq = (longest + kBlockSize - 1) / kBlockSize;
@@ -124,7 +131,12 @@ Result bench_decode(const std::vector<int32_t>& contexts, Heads heads, int num_s
   const double us = ms * 1e3 / layers;
   const double keys = std::accumulate(contexts.begin(), contexts.end(), 0.0);
   const double bytes = keys * 2 * heads.kv * kHeadDim * 2;
-  return {batch, static_cast<int>(keys / batch), layers, us, bytes / (us * 1e-6) / 1e9};
+  Result result{batch, static_cast<int>(keys / batch), layers, us, bytes / (us * 1e-6) / 1e9, {}};
+  if (meter != nullptr) {
+    const CapturedOps ops(stream, run_layers);
+    result.power = meter->measure(ops.exec(), stream, kPowerSeconds);
+  }
+  return result;
 }
 
 // Every split-KV factor against the kernel's own choice: batches of 1 to 96 sequences, their
@@ -158,6 +170,46 @@ int sweep_splits(cudaStream_t stream, const cudaDeviceProp& prop, Heads heads) {
       fmt::print("\n");
       std::fflush(stdout);
     }
+  }
+  return 0;
+}
+
+// Sustained: decode attention at bench.py's decode batches (its first steps: 256 sequences of
+// about 170 to 1,100 keys; 128 of about 1,000; 32 of 2,048), longest first, against the copy
+// bandwidth measured cool, as the other modes do.
+int power_run(cudaStream_t stream, const cudaDeviceProp& prop, Heads heads) {
+  int device = 0;
+  NVLLM_CUDA_CHECK(cudaGetDevice(&device));
+  const PowerMeter meter(device);
+  if (!meter.available()) {
+    std::fprintf(stderr, "attention_bench: NVML's energy counter cannot be read here\n");
+    return 1;
+  }
+  const double copy_gbps = copy_bandwidth(stream);
+  fmt::print("device: {}; device-to-device copy {:.0f} GB/s; sustained, each for about {:.0f} s:\n",
+             prop.name, copy_gbps, kPowerSeconds);
+  fmt::print("| decode attention | us | GB/s | of copy | W | SM MHz | pJ a K/V byte |\n");
+  fmt::print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  std::mt19937 rng(0);
+  const auto contexts_of = [&](int batch, int low, int high) {
+    std::vector<int32_t> contexts(batch);
+    std::uniform_int_distribution<int32_t> context_of(low, high);
+    for (int32_t& c : contexts) c = context_of(rng);
+    std::sort(contexts.rbegin(), contexts.rend());
+    return contexts;
+  };
+  for (auto [batch, low, high] :
+       {std::tuple{256, 170, 1100}, std::tuple{128, 900, 1100}, std::tuple{32, 2048, 2048}}) {
+    const Result r = bench_decode(contexts_of(batch, low, high), heads, prop.multiProcessorCount,
+                                  stream, rng, 0, &meter);
+    const double us = r.power.ms_per_replay * 1e3 / r.layers;
+    const double bytes = r.gbps * 1e9 * r.us * 1e-6;
+    fmt::print(
+        "| {} / {} heads, {} x {}..{} keys | {:.1f} | {:.0f} | {:.0f}% | {:.0f} | {} | {:.1f} |\n",
+        heads.query, heads.kv, batch, low, high, us, bytes / (us * 1e-6) / 1e9,
+        100.0 * bytes / (us * 1e-6) / 1e9 / copy_gbps, r.power.watts, r.power.sm_mhz,
+        r.power.millijoules_per_replay() * 1e9 / (bytes * r.layers));
+    std::fflush(stdout);
   }
   return 0;
 }
@@ -222,10 +274,11 @@ int run(cudaStream_t stream, const cudaDeviceProp& prop, Heads heads) {
 }  // namespace
 }  // namespace nanovllm
 
-//   usage: attention_bench [--splits] [QUERY_HEADS KV_HEADS]   (default 16 8)
+//   usage: attention_bench [--splits | --power] [QUERY_HEADS KV_HEADS]   (default 16 8)
 int main(int argc, char** argv) {
   const bool splits = argc > 1 && std::strcmp(argv[1], "--splits") == 0;
-  if (splits) --argc, ++argv;
+  const bool power = argc > 1 && std::strcmp(argv[1], "--power") == 0;
+  if (splits || power) --argc, ++argv;
   nanovllm::Heads heads;
   if (argc == 3) {
     heads.query = std::atoi(argv[1]);
@@ -234,12 +287,15 @@ int main(int argc, char** argv) {
   if (argc == 2 || argc > 3 || heads.kv < 1 || heads.query % heads.kv != 0 ||
       heads.query / heads.kv > 8) {
     std::fprintf(stderr,
-                 "usage: attention_bench [--splits] [QUERY_HEADS KV_HEADS] (a group of 1 to 8)\n");
+                 "usage: attention_bench [--splits | --power] [QUERY_HEADS KV_HEADS] (a group of 1 "
+                 "to 8)\n");
     return 2;
   }
   return nanovllm::bench::bench_main("attention_bench",
                                      [&](cudaStream_t stream, const cudaDeviceProp& prop) {
-                                       return splits ? nanovllm::sweep_splits(stream, prop, heads)
-                                                     : nanovllm::run(stream, prop, heads);
+                                       if (splits)
+                                         return nanovllm::sweep_splits(stream, prop, heads);
+                                       if (power) return nanovllm::power_run(stream, prop, heads);
+                                       return nanovllm::run(stream, prop, heads);
                                      });
 }

@@ -105,23 +105,40 @@ inline double copy_bandwidth(cudaStream_t stream) {
   return 2.0 * bytes / (ms * 1e-3) / 1e9;
 }
 
+// The ops `body` enqueues on `stream`, captured as a graph after one run outside the capture
+// (first-call setup: function attributes, ...).
+class CapturedOps {
+ public:
+  template <typename Body>
+  CapturedOps(cudaStream_t stream, Body body) {
+    body();
+    NVLLM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    NVLLM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    body();
+    NVLLM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph_));
+    NVLLM_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+  ~CapturedOps() {
+    cudaGraphExecDestroy(exec_);
+    cudaGraphDestroy(graph_);
+  }
+  CapturedOps(const CapturedOps&) = delete;
+  CapturedOps& operator=(const CapturedOps&) = delete;
+  cudaGraphExec_t exec() const { return exec_; }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 // Milliseconds of one replay of the graph of the ops `body` enqueues on `stream`, median over
 // kTimedRuns replays after warm-up.
 template <typename Body>
 double time_graph_ms(cudaStream_t stream, Body body) {
-  body();  // outside the capture: first-call setup (function attributes, ...)
-  NVLLM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t graph_exec;
-  NVLLM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  body();
-  NVLLM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  NVLLM_CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
+  const CapturedOps ops(stream, body);
   const double ms =
-      time_ms(stream, kTimedRuns, [&] { NVLLM_CUDA_CHECK(cudaGraphLaunch(graph_exec, stream)); });
+      time_ms(stream, kTimedRuns, [&] { NVLLM_CUDA_CHECK(cudaGraphLaunch(ops.exec(), stream)); });
   NVLLM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  NVLLM_CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
-  NVLLM_CUDA_CHECK(cudaGraphDestroy(graph));
   return ms;
 }
 
