@@ -4,7 +4,7 @@ config.json: the bytes decode must read at the copy bandwidth, plus prefill's FL
 bf16 peak.
 
     python3 tools/bench_floor.py CONFIG_JSON [--bandwidth TB/s] [--peak TFLOP/s] [--ranks N]
-        [--bench-seconds S] [--batch1-tok-s T]
+        [--in-series] [--bench-seconds S] [--batch1-tok-s T]
 
 - Decode, per step: every weight a step reads once (the embedding table is looked up, not read;
   the LM head is) and every running sequence's KV cache so far, or, where it takes longer, the
@@ -13,6 +13,10 @@ bf16 peak.
   the experts its tokens are routed to: with uniform routing a step of B tokens touches
   E * (1 - (1 - k / E)^B) of a layer's E experts (k a token), an expectation; batch-1 touches
   exactly k.
+- --in-series: each decode step as its kernels run, one after another: every linear at the larger
+  of its weight's bytes and its FLOPs, attention at its KV bytes (the floor above lets attention
+  stream while the linears compute). With the sustained bandwidth and peak of a GPU held at its
+  power limit (docs/BENCHMARKS.md, "The power limit") it is what such a GPU could reach.
 - Prefill: 2 FLOP per active weight per prompt token, and causal attention's 2 * heads *
   head_dim * L^2 per layer for a prompt of L tokens.
 - Over N tensor-parallel ranks each rank reads and computes 1/N of it (the all-reduces are not
@@ -48,7 +52,9 @@ class Model:
         step = c.get("decoder_sparse_step") or 1
         self.sparse_layers = sum(1 for i in range(self.layers) if self.experts and
                                  i not in dense_only and (i + 1) % step == 0)
-        attention = self.hidden * self.head_dim * (2 * self.heads + 2 * self.kv_heads)
+        qkv = self.hidden * self.head_dim * (self.heads + 2 * self.kv_heads)
+        o = self.head_dim * self.heads * self.hidden
+        attention = qkv + o
         dense_mlp = 3 * self.hidden * c["intermediate_size"]
         self.expert = 3 * self.hidden * c.get("moe_intermediate_size", 0)  # one expert's weights
         router = self.experts * self.hidden
@@ -59,6 +65,13 @@ class Model:
         # Weights one token computes with (prefill FLOPs).
         self.active = self.fixed + self.sparse_layers * self.top_k * self.expert
         self.kv_per_token = 2 * self.layers * self.kv_heads * self.head_dim  # elements
+        # The linears a decode step runs (weight elements, count), the experts apart.
+        self.linears = [(qkv, self.layers), (o, self.layers), (self.vocab * self.hidden, 1)]
+        if dense_layers:
+            self.linears += [(2 * self.hidden * c["intermediate_size"], dense_layers),
+                             (self.hidden * c["intermediate_size"], dense_layers)]
+        if self.sparse_layers:
+            self.linears.append((router, self.sparse_layers))
 
     def touched_experts(self, tokens):
         if not self.experts:
@@ -70,6 +83,18 @@ class Model:
     def step_weights(self, tokens):
         """Weight elements a decode step of `tokens` rows reads."""
         return self.fixed + self.sparse_layers * self.touched_experts(tokens) * self.expert
+
+    def step_seconds_in_series(self, contexts, bytes_per, bandwidth, peak):
+        """A decode step's kernels one after another: each linear at the larger of its weight's
+        bytes and its FLOPs, each layer's experts likewise, attention at its KV bytes."""
+        rows = len(contexts)
+        seconds = sum(count * max(size * bytes_per / bandwidth, 2 * rows * size / peak)
+                      for size, count in self.linears)
+        if self.sparse_layers:
+            touched = self.touched_experts(rows) * self.expert
+            seconds += self.sparse_layers * max(touched * bytes_per / bandwidth,
+                                                2 * rows * self.top_k * self.expert / peak)
+        return seconds + sum(contexts) * self.kv_per_token * bytes_per / bandwidth
 
     def decode_flops(self, contexts):
         """FLOPs of a decode step whose rows attend over `contexts` tokens each."""
@@ -89,6 +114,8 @@ def main():
                         help="TFLOP/s (a large bf16 GEMM on an H100)")
     parser.add_argument("--ranks", type=int, default=1)
     parser.add_argument("--bytes", type=int, default=2, help="per weight and KV element (bf16)")
+    parser.add_argument("--in-series", action="store_true",
+                        help="decode steps as their kernels run, one after another")
     parser.add_argument("--bench-seconds", type=float, help="measured bench time")
     parser.add_argument("--batch1-tok-s", type=float, help="measured batch-1 tokens a second")
     parser.add_argument("--batch1-prompt", type=int, default=128)
@@ -109,14 +136,18 @@ def main():
         kv_bytes += step_kv
         reading = (step_weights + step_kv) / bandwidth
         computing = model.decode_flops(contexts) / peak
-        decode += max(reading, computing)
         compute_bound += computing > reading
+        if args.in_series:
+            decode += model.step_seconds_in_series(contexts, args.bytes, bandwidth, peak)
+        else:
+            decode += max(reading, computing)
     flops = sum(model.prefill_flops(p) for p in prompts)
     prefill = flops / peak
     floor = decode + prefill
     print(f"bench.py workload: {len(prompts)} prompts, {sum(prompts)} prompt and {sum(outputs)} "
           f"output tokens; decode reads {weight_bytes / 1e12:.2f} TB of weights and "
-          f"{kv_bytes / 1e12:.2f} TB of KV ({decode:.2f} s; {compute_bound} steps bound by "
+          f"{kv_bytes / 1e12:.2f} TB of KV ({decode:.2f} s"
+          f"{', its kernels in series' if args.in_series else ''}; {compute_bound} steps bound by "
           f"FLOPs instead), prefill {flops / 1e15:.2f} PFLOP "
           f"({prefill:.2f} s): floor {floor:.2f} s, {sum(outputs) / floor:,.0f} tok/s")
     if args.bench_seconds:
