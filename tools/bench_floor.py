@@ -55,7 +55,9 @@ class Model:
         qkv = self.hidden * self.head_dim * (self.heads + 2 * self.kv_heads)
         o = self.head_dim * self.heads * self.hidden
         attention = qkv + o
-        dense_mlp = 3 * self.hidden * c["intermediate_size"]
+        gate_up = 2 * self.hidden * c["intermediate_size"]
+        down = self.hidden * c["intermediate_size"]
+        dense_mlp = gate_up + down
         self.expert = 3 * self.hidden * c.get("moe_intermediate_size", 0)  # one expert's weights
         router = self.experts * self.hidden
         dense_layers = self.layers - self.sparse_layers
@@ -68,8 +70,7 @@ class Model:
         # The linears a decode step runs (weight elements, count), the experts apart.
         self.linears = [(qkv, self.layers), (o, self.layers), (self.vocab * self.hidden, 1)]
         if dense_layers:
-            self.linears += [(2 * self.hidden * c["intermediate_size"], dense_layers),
-                             (self.hidden * c["intermediate_size"], dense_layers)]
+            self.linears += [(gate_up, dense_layers), (down, dense_layers)]
         if self.sparse_layers:
             self.linears.append((router, self.sparse_layers))
 

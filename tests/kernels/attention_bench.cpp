@@ -5,8 +5,8 @@
 // sequences in bands of contexts from 1,000 to 16,000 keys. Each call is timed as
 // part of a run over enough distinct caches ("layers") that L2 cannot hold them; the median over
 // repetitions is compared with the device-to-device copy bandwidth measured here (read + write
-// bytes). Each run over the layers is one CUDA graph. With --power, the copy and decode attention
-// at bench.py's decode batches are each replayed for about 2 s and their power read from NVML:
+// bytes). Each run over the layers is one CUDA graph. With --power, decode attention at
+// bench.py's decode batches is replayed for about 2 s a batch and its power read from NVML:
 // sustained, the GPU may run at its power limit, and then the joules a byte decide the speed.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
