@@ -155,6 +155,8 @@ void run_throughput(LLM& llm, const BenchOptions& options, double startup_second
   const int64_t total = workload.num_output_tokens();
   fmt::print("Total: {}tok, Time: {:.2f}s, Throughput: {:.2f}tok/s\n", total, seconds,
              total / seconds);
+  // Out now, not at exit: a reader of the pipe (tools/gpu_energy.py) times the run by it.
+  std::fflush(stdout);
   nlohmann::ordered_json details =
       details_json(llm, options, workload.num_prompt_tokens(), count_output_tokens(outputs),
                    seconds, startup_seconds);
