@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 peer=${1:-../shared/peer}
 targets="nanovllm cuda_kernels_test engine_golden_test attention_bench decode_ops_bench launch_chain_bench
-  allreduce_bench linear_bench cublaslt_algo_bench moe_bench prefill_attention_bench"
+  allreduce_bench linear_bench cublaslt_algo_bench moe_bench prefill_attention_bench bandwidth_bench"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
 # CUPTI's kernel trace (tools/kernel_trace), where the toolkit has CUPTI.
 build_targets=$(cmake --build "$BUILD_DIR" --target help)
@@ -29,7 +29,8 @@ cp "$BUILD_DIR/apps/nanovllm" "$BUILD_DIR/tests/kernels/cuda_kernels_test" \
   "$BUILD_DIR/tests/kernels/decode_ops_bench" "$BUILD_DIR/tests/kernels/launch_chain_bench" \
   "$BUILD_DIR/tests/kernels/allreduce_bench" "$BUILD_DIR/tests/kernels/linear_bench" \
   "$BUILD_DIR/tests/kernels/cublaslt_algo_bench" \
-  "$BUILD_DIR/tests/kernels/moe_bench" "$BUILD_DIR/tests/kernels/prefill_attention_bench" .gpu/bin/
+  "$BUILD_DIR/tests/kernels/moe_bench" "$BUILD_DIR/tests/kernels/prefill_attention_bench" \
+  "$BUILD_DIR/tests/kernels/bandwidth_bench" .gpu/bin/
 cp "$TIMELINE_BUILD_DIR/apps/nanovllm" .gpu/bin/nanovllm_timeline
 strip --strip-debug .gpu/bin/*
 # The trace library goes with the libraries (with CUPTI, which ldd finds below).
