@@ -13,7 +13,9 @@
 #   and families (Qwen2, Llama and Qwen3-MoE: their fixtures against transformers, their
 #   released shapes' benches) run when named, and so does long (32 prompts of 8k to 30k tokens
 #   on the 0.6B shape, beside nano-vllm; the 8B shape beside nano-vllm is tp_bench with
-#   TP_RANKS=1 PEER_TP=1)
+#   TP_RANKS=1 PEER_TP=1), and so does energy (bandwidth_bench, then the 8B shape's bench.py
+#   workload and the long prompts' prefill, ours and nano-vllm's in turn ENERGY_ROUNDS times,
+#   each under tools/gpu_energy.py)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG_DIR=${LOG_DIR:-/tmp/gpu-checks}
@@ -65,7 +67,8 @@ if has golden; then
     "$bin/engine_golden_test" --gtest_brief=1
   check golden_f32_graphs env NANOVLLM_TEST_DEVICE=cuda "$bin/engine_golden_test" --gtest_brief=1
 fi
-if has sanitizer || has hf || has bench || has timeline || has serve || has peer || has tp || has long; then
+if has sanitizer || has hf || has bench || has timeline || has serve || has peer || has tp || has long ||
+  has energy; then
   python3 .gpu/peer/make_qwen3_checkpoint.py "$model" "$PWD/tests/data/qwen3-tokenizer" \
     >"$LOG_DIR/checkpoint.log" 2>&1 || { echo "making $model failed"; cat "$LOG_DIR/checkpoint.log"; }
 fi
@@ -186,6 +189,36 @@ if has long; then
       < <(grep -E '^(Total|start-up)' "$LOG_DIR/bench_long_out$out_len.log")
     while read -r line; do record "  peer long, $out_len out" "$line"; done \
       < <(grep -E '^nano-vllm' "$LOG_DIR/peer_long_out$out_len.log")
+  done
+fi
+if has energy; then
+  # What the GPU spends: streaming on constant bytes (the floors' copy) and on random bf16,
+  # cool and sustained; then the joules of each engine's timed workload, the engines in turn.
+  check bandwidth_bench "$bin/bandwidth_bench"
+  cat "$LOG_DIR/bandwidth_bench.log"
+  big=/tmp/qwen3-8b-random
+  python3 .gpu/peer/make_qwen3_shape.py 8b "$big" "$PWD/tests/data/qwen3-tokenizer" \
+    >"$LOG_DIR/checkpoint_8b.log" 2>&1 || cat "$LOG_DIR/checkpoint_8b.log"
+  work=$(peer_flash_attn)
+  peer=(env PYTHONPATH="$work:$PWD/.gpu/peer/nano-vllm" timeout 400 python3 .gpu/peer/workload.py)
+  long=(--num-seqs 32 --min-input-len 8000 --max-input-len 30000 --min-output-len 1
+    --max-output-len 1 --max-model-len 32768)
+  for ((round = 1; round <= ${ENERGY_ROUNDS:-2}; round++)); do
+    for workload in 8b long; do
+      for engine in ours peer; do
+        case "$workload $engine" in
+          "8b ours") command=("$bin/nanovllm" bench --model "$big") ;;
+          "8b peer") command=("${peer[@]}" "$big" 256 100 1024 100 1024 4096 1) ;;
+          "long ours") command=("$bin/nanovllm" bench --model "$model" "${long[@]}") ;;
+          "long peer") command=("${peer[@]}" "$model" 32 8000 30000 1 1 32768) ;;
+        esac
+        name="energy_${workload}_${engine}_$round"
+        check "$name" python3 tools/gpu_energy.py --label "$workload $engine" \
+          --json "$LOG_DIR/$name.json" -- "${command[@]}"
+        while read -r line; do record "  $name" "$line" && echo "$line"; done \
+          < <(grep -E '^energy [^,]*:' "$LOG_DIR/$name.log")
+      done
+    done
   done
 fi
 if has families; then
