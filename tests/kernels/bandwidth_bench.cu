@@ -1,11 +1,13 @@
 // Streaming bandwidth and its energy on the data the engine streams. The floors of
 // docs/BENCHMARKS.md take the device-to-device copy of constant bytes (copy_bandwidth()), cool;
 // the engine streams random bf16 weights and K/V, and on a card at its power limit the joules a
-// byte decide the speed. Three kernels over a buffer far larger than L2, 16-byte accesses with
+// byte decide the speed. Four passes over a buffer far larger than L2, 16-byte accesses with
 // L2's evict-first policy (as decode attention's K/V and the GEMV's weights are read):
 // - read: loads into registers, folded into one word a thread so that nothing is optimised away;
 // - smem: decode attention's path without its arithmetic: cp.async into a 3-stage ring of 4 KB
 //   a warp, read back by ldmatrix, folded likewise;
+// - paged: the same over the cache's pattern: a chunk is 16 keys' 256-byte rows of one of 8 kv
+//   heads, 2 KB apart, neighbouring warps taking the other heads of those keys;
 // - copy: loads and stores (read plus write bytes counted);
 // each over constant bytes (0x01, as copy_bandwidth() fills) and over random bf16 values in
 // [-1, 1) (fill_random_bf16). Cool: the median of timed passes; sustained: about --seconds of
@@ -75,7 +77,22 @@ __global__ void read_kernel(const uint4* __restrict__ src, uint4* __restrict__ d
   sink[size_t{blockIdx.x} * blockDim.x + threadIdx.x] = folded;
 }
 
+// A paged chunk: the 16 keys' rows of one of 8 kv heads at head_dim 128 (256 bytes each), laid
+// out as the cache is, [slot][kv head][head_dim], so its rows are 2 KB apart.
+constexpr int kPagedHeads = 8;
+constexpr int kRowPieces = 16;
+
+// Where piece p (of kStagePieces) of a chunk lies in src: contiguous, or kPaged, chunk c taking
+// kv head c % 8 of the 16 slots c / 8 (neighbouring warps read the heads of the same slots).
+template <bool kPaged>
+__device__ __forceinline__ size_t piece_offset(size_t chunk, int p) {
+  if (!kPaged) return chunk * kStagePieces + p;
+  const size_t slot = chunk / kPagedHeads * (kStagePieces / kRowPieces) + p / kRowPieces;
+  return (slot * kPagedHeads + chunk % kPagedHeads) * kRowPieces + p % kRowPieces;
+}
+
 // src [chunks * kStagePieces]: each warp takes chunks in a grid-stride loop through its ring.
+template <bool kPaged>
 __global__ void __launch_bounds__(kRingWarps * 32)
     smem_kernel(const uint4* __restrict__ src, size_t chunks, uint32_t* sink) {
   __shared__ uint4 rings[kRingWarps][kStages][kStagePieces];
@@ -87,7 +104,7 @@ __global__ void __launch_bounds__(kRingWarps * 32)
   auto issue = [&](size_t chunk, int stage) {
     if (chunk < chunks) {
       for (int p = lane; p < kStagePieces; p += 32) {
-        cuda::cp_async_16(&ring[stage][p], src + chunk * kStagePieces + p, true, policy);
+        cuda::cp_async_16(&ring[stage][p], src + piece_offset<kPaged>(chunk, p), true, policy);
       }
     }
     cuda::cp_async_commit();  // empty groups keep the count of the wait below
@@ -109,7 +126,7 @@ __global__ void __launch_bounds__(kRingWarps * 32)
   sink[size_t{blockIdx.x} * blockDim.x + threadIdx.x] = folded;
 }
 
-enum class Pass { kRead, kSmem, kCopy };
+enum class Pass { kRead, kSmem, kPaged, kCopy };
 
 const char* pass_name(Pass pass) {
   switch (pass) {
@@ -117,6 +134,8 @@ const char* pass_name(Pass pass) {
       return "read";
     case Pass::kSmem:
       return "smem";
+    case Pass::kPaged:
+      return "paged";
     case Pass::kCopy:
       return "copy";
   }
@@ -151,12 +170,13 @@ int run(double seconds, size_t bytes) {
     }
     NVLLM_CUDA_CHECK(cudaMemset(dst.get(), 0, bytes));
     NVLLM_CUDA_CHECK(cudaDeviceSynchronize());
-    for (const Pass pass : {Pass::kRead, Pass::kSmem, Pass::kCopy}) {
+    for (const Pass pass : {Pass::kRead, Pass::kSmem, Pass::kPaged, Pass::kCopy}) {
       const double bytes_moved = pass == Pass::kCopy ? 2.0 * bytes : 1.0 * bytes;
       const CapturedOps ops(stream, [&] {
-        if (pass == Pass::kSmem) {
-          smem_kernel<<<ring_grid, kRingWarps * 32, 0, stream>>>(
-              src.get<uint4>(), pieces / kStagePieces, sink.get<uint32_t>());
+        if (pass == Pass::kSmem || pass == Pass::kPaged) {
+          const auto kernel = pass == Pass::kPaged ? smem_kernel<true> : smem_kernel<false>;
+          kernel<<<ring_grid, kRingWarps * 32, 0, stream>>>(src.get<uint4>(), pieces / kStagePieces,
+                                                            sink.get<uint32_t>());
         } else {
           read_kernel<<<grid, kThreads, 0, stream>>>(
               src.get<uint4>(), pass == Pass::kCopy ? dst.get<uint4>() : nullptr, pieces,
