@@ -287,6 +287,12 @@ std::vector<int32_t> random_contexts(int count, int max_context, std::mt19937& r
   return contexts;
 }
 
+// Every `every`-th context made 0: padding rows among real ones.
+std::vector<int32_t> with_padding(std::vector<int32_t> contexts, int every) {
+  for (size_t i = every - 1; i < contexts.size(); i += every) contexts[i] = 0;
+  return contexts;
+}
+
 TEST(CudaAttention, DecodeMatchesCpu) {
   NVLLM_REQUIRE_CUDA();
   std::mt19937 rng(8);
@@ -304,6 +310,10 @@ TEST(CudaAttention, DecodeMatchesCpu) {
       {{16, 4, 64}, 256, random_contexts(33, 3000, rng)},
       // Group 2, a mid-size batch (split in two or three).
       {{4, 2, 128}, 32, random_contexts(20, 1500, rng)},
+      // More pairs than CTAs stay resident (several waves, as bench.py's batches run): group 4
+      // as Qwen3-8B, group 7 as Qwen2.5-7B with padding rows among the sequences.
+      {{32, 8, 128}, 256, random_contexts(300, 400, rng)},
+      {{28, 4, 128}, 16, with_padding(random_contexts(250, 500, rng), 7)},
   };
   for (DType dtype : kDtypes) {
     auto gpu = make_cuda_backend(dtype);
@@ -380,6 +390,7 @@ TEST(CudaAttention, DecodeOutputDoesNotDependOnTheDispatchOrder) {
   const std::vector<DecodeCase> cases = {
       {{16, 8, 128}, 256, random_contexts(40, 1200, rng)},  // no split
       {{4, 4, 128}, 64, {1, 15, 16, 17, 0, 1000, 2047}},    // split, with a padding row
+      {{28, 4, 128}, 64, random_contexts(300, 300, rng)},   // several waves of CTAs
   };
   for (DType dtype : kDtypes) {
     auto gpu = make_cuda_backend(dtype);
@@ -587,6 +598,20 @@ TEST(CudaAttention, DecodeWithFusedQkNormEqualsTheSeparateOps) {
       poison(*gpu, fused.out.tensor());
       inputs.fused(*gpu, fused, b);
       expect_same_output_and_cache(*gpu, fused, separate, "rows apart from their sequences");
+    }
+    // The same over several waves of CTAs: the rows sit far from their sequences' indices.
+    {
+      std::vector<int32_t> q_lens(300, 1);
+      for (size_t i = 1; i < q_lens.size(); i += 3) q_lens[i] = 0;
+      const Batch b =
+          make_batch({32, 8, 128}, 16, q_lens, random_contexts(300, 300, rng), dtype, rng);
+      QkNormInputs inputs(*gpu, dtype, b, rng);
+      BatchTensors separate(*gpu, dtype, b), fused(*gpu, dtype, b);
+      inputs.separate(*gpu, separate, b);
+      poison(*gpu, fused.out.tensor());
+      inputs.fused(*gpu, fused, b);
+      expect_same_output_and_cache(*gpu, fused, separate,
+                                   "rows apart from their sequences, several waves of CTAs");
     }
 
     const AttentionDims dims{16, 8, 128};
