@@ -20,7 +20,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
-#include <string>
 
 #include "cuda_bench_util.h"
 #include "kernels/cuda/device/l2_hints.cuh"
@@ -145,10 +144,10 @@ const char* pass_name(Pass pass) {
 int run(double seconds, size_t bytes) {
   cudaStream_t stream;
   NVLLM_CUDA_CHECK(cudaStreamCreate(&stream));
-  cudaDeviceProp prop{};
-  NVLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   int device = 0;
   NVLLM_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  NVLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   const PowerMeter meter(device);
   if (!meter.available()) fmt::print("NVML is not available: the cool figures only\n");
 
