@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "cuda_test_util.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/linear/gemv_row.h"
 
 namespace nanovllm::test {
 namespace {
@@ -220,6 +221,126 @@ TEST_P(CudaLinearNeighboursTest, LayerOfFusedLinearsReplaysInGraph) {
   graph->replay();
   for (float v : eager) ASSERT_TRUE(std::isfinite(v));
   EXPECT_EQ(download_floats(*gpu_, residual.tensor()), eager);
+}
+
+// At one row a weight of many tiles takes the persistent GEMV (gemv_row.cu). Where one step of
+// its warps covers k (up to 4,096) it sums as the kernel of a CTA a tile does, so its row equals
+// bit for bit the first row of the same op at two rows (which that kernel serves); every case
+// also against the CPU's f32 ops. The shapes: odd tile counts, fewer and many more tiles than
+// CTAs, k with a warp's last step partly past its end, and k over several steps.
+TEST_P(CudaLinearNeighboursTest, OneRowOfALargeWeightMatchesTwoRowsAndTheCpu) {
+  if (dtype() == DType::kF32) GTEST_SKIP() << "served for bf16 and f16 only";
+  enum class Op {
+    kLinear,
+    kLinearBias,
+    kRmsNormLinear,
+    kRmsNormLinearBias,
+    kLinearAdd,
+    kSiluLinearAdd
+  };
+  struct Case {
+    Op op;
+    int64_t n, k;
+    bool f32_out;
+  };
+  const Case cases[] = {
+      {Op::kLinear, 2053, 4096, false},
+      {Op::kLinear, 1031, 8200, false},
+      {Op::kLinear, 16393, 2048, true},
+      {Op::kLinearBias, 4099, 2056, false},
+      {Op::kRmsNormLinear, 2053, 4096, false},
+      {Op::kRmsNormLinear, 4099, 2056, true},
+      {Op::kRmsNormLinearBias, 16393, 2048, false},
+      {Op::kLinearAdd, 4103, 2048, false},
+      {Op::kLinearAdd, 1031, 8200, false},
+      {Op::kSiluLinearAdd, 4103, 2048, false},
+      {Op::kSiluLinearAdd, 1029, 8200, false},
+  };
+  for (const Case& c : cases) {
+    const int64_t n = c.n, k = c.k;
+    const bool silu = c.op == Op::kSiluLinearAdd;
+    const bool norm = c.op == Op::kRmsNormLinear || c.op == Op::kRmsNormLinearBias;
+    const bool bias = c.op == Op::kLinearBias || c.op == Op::kRmsNormLinearBias;
+    const bool adds = c.op == Op::kLinearAdd || silu;
+    const int64_t width = silu ? 2 * k : k;
+    const DType out_dtype = c.f32_out ? DType::kF32 : dtype();
+    const std::string what = "one row " + std::to_string(static_cast<int>(c.op)) + " " +
+                             shape_label(1, n, k) + (c.f32_out ? " f32 out" : "");
+    const std::vector<float> x = random(2 * width, -3.0f, 3.0f);
+    const std::vector<float> w = random(n * k);
+    const std::vector<float> norm_w = random(k, 0.5f, 1.5f);
+    const std::vector<float> b = random(n);
+    const std::vector<float> residual = random(2 * n, -4.0f, 4.0f);
+    DeviceTensor g_x = upload_floats(*gpu_, dtype(), {2, width}, x);
+    DeviceTensor g_w = upload_floats(*gpu_, dtype(), {n, k}, w);
+    DeviceTensor g_norm = upload_floats(*gpu_, dtype(), {k}, norm_w);
+    DeviceTensor g_bias = upload_floats(*gpu_, dtype(), {n}, b);
+    // Runs the op on the first `rows` rows; returns its first row.
+    const auto run = [&](int64_t rows) {
+      const Tensor in = g_x.tensor().slice_rows(0, rows);
+      DeviceTensor out = adds ? upload_floats(*gpu_, dtype(), {2, n}, residual)
+                              : DeviceTensor(*gpu_, out_dtype, {2, n});
+      const Tensor o = out.tensor().slice_rows(0, rows);
+      if (rows == 1) {  // the operands gemv() is given
+        cuda::GemvArgs args;
+        args.in_dtype = dtype();
+        args.out_dtype = out_dtype;
+        args.x = in.data();
+        args.ldx = width;
+        args.weight = g_w.tensor().data();
+        args.ldw = k;
+        args.out = o.data();
+        args.ldo = n;
+        args.m = 1, args.n = n, args.k = k;
+        args.norm_weight = norm ? g_norm.tensor().data() : nullptr;
+        args.silu_gate = silu;
+        args.residual = adds ? o.data() : nullptr;
+        args.ldr = n;
+        args.bias = bias ? g_bias.tensor().data() : nullptr;
+        EXPECT_TRUE(cuda::gemv_row_serves(args)) << what;
+      }
+      switch (c.op) {
+        case Op::kLinear:
+          gpu_->linear(in, g_w.tensor(), o);
+          break;
+        case Op::kLinearBias:
+          gpu_->linear_bias(in, g_w.tensor(), g_bias.tensor(), o);
+          break;
+        case Op::kRmsNormLinear:
+          gpu_->rms_norm_linear(in, g_norm.tensor(), 1e-6f, g_w.tensor(), o);
+          break;
+        case Op::kRmsNormLinearBias:
+          gpu_->rms_norm_linear(in, g_norm.tensor(), 1e-6f, g_w.tensor(), o, {}, g_bias.tensor());
+          break;
+        case Op::kLinearAdd:
+          gpu_->linear_add(in, g_w.tensor(), o);
+          break;
+        case Op::kSiluLinearAdd:
+          gpu_->silu_linear_add(in, g_w.tensor(), o);
+          break;
+      }
+      std::vector<float> first = download_floats(*gpu_, out.tensor());
+      first.resize(n);
+      return first;
+    };
+    const std::vector<float> one = run(1);
+    if (k <= 4096) EXPECT_EQ(one, run(2)) << what << " against its first row of two";
+
+    // The CPU's f32 ops on the first row; for the adds, the product the residual gained.
+    OwnedTensor c_x = host_floats({1, width}, std::vector<float>(x.begin(), x.begin() + width));
+    OwnedTensor c_in(DType::kF32, {1, k});
+    if (silu) cpu_->silu_mul(c_x.tensor, c_in.tensor);
+    if (norm) cpu_->rms_norm(c_x.tensor, host_floats({k}, norm_w).tensor, 1e-6f, c_in.tensor);
+    OwnedTensor c_out(DType::kF32, {1, n});
+    cpu_->linear(silu || norm ? c_in.tensor : c_x.tensor, host_floats({n, k}, w).tensor,
+                 c_out.tensor);
+    std::vector<float> expected = values_of(c_out.tensor), actual = one;
+    for (int64_t i = 0; i < n; ++i) {
+      if (bias) expected[i] += b[i];
+      if (adds) actual[i] -= residual[i];
+    }
+    expect_relative_error(actual, expected, relative_tolerance(dtype()), what + " against the CPU");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaLinearNeighboursTest,

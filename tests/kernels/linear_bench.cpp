@@ -9,7 +9,8 @@
 //   drop under the longest ones); not the LM head, which the engine runs on the sampled rows
 //   only, into f32 logits.
 // Each figure is one call in a graph of back-to-back calls, median of replays.
-//   usage: linear_bench [SHAPE...]   (0.6b 4b 8b 14b 32b 30b-a3b qwen2.5-7b; default: all)
+//   usage: linear_bench [--rows R,R,...] [SHAPE...]   (0.6b 4b 8b 14b 32b 30b-a3b qwen2.5-7b;
+//          default: all shapes, every decode and prefill size)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -57,7 +58,12 @@ double time_linear(cuda::CublasLtLinear& linear, cudaStream_t stream, int64_t m,
   return ms / calls;
 }
 
-int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::string> wanted) {
+int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::string> wanted,
+        const std::vector<int>& only_rows) {
+  const auto timed = [&](int rows) {
+    return only_rows.empty() ||
+           std::find(only_rows.begin(), only_rows.end(), rows) != only_rows.end();
+  };
   cuda::register_cuda_allocator();
   cuda::CublasLtLinear linear;
   std::mt19937 rng(1);
@@ -99,6 +105,7 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::
       DeviceBuffer x(size_t{2} * max_rows * l.k), out(size_t{4} * max_rows * l.n);
       fill_random_bf16(x.get(), x.bytes(), rng);
       for (int rows : kDecodeRows) {
+        if (!timed(rows)) continue;
         const double us = 1e3 * time_linear(linear, stream, rows, l, weights, copies, x, out);
         // The floor: the weight, x and out moved once at the copy bandwidth (which counts a
         // copy's reads and writes), or the products at the peak where those take longer (from
@@ -112,6 +119,7 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::
       }
       for (int rows : kPrefillRows) {
         if (l.logits) break;
+        if (!timed(rows)) continue;
         const double us = 1e3 * time_linear(linear, stream, rows, l, weights, 1, x, out);
         const double tflops = 2.0 * rows * l.n * l.k / (us * 1e-6) / 1e12;
         std::printf("%-5s %-13s %7d %7d %8d %10.2f %8.0f%%  (of peak, %.0f TFLOP/s)\n", shape.name,
@@ -126,9 +134,23 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::
 }  // namespace nanovllm
 
 int main(int argc, char** argv) {
-  std::vector<std::string> wanted(argv + 1, argv + argc);
+  std::vector<std::string> wanted;
+  std::vector<int> only_rows;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--rows" && i + 1 < argc) {
+      std::string list = argv[++i];
+      for (size_t start = 0; start < list.size();) {
+        const size_t comma = std::min(list.find(',', start), list.size());
+        only_rows.push_back(std::stoi(list.substr(start, comma - start)));
+        start = comma + 1;
+      }
+    } else {
+      wanted.push_back(arg);
+    }
+  }
   return nanovllm::bench::bench_main("linear_bench",
                                      [&](cudaStream_t stream, const cudaDeviceProp& properties) {
-                                       return nanovllm::run(stream, properties, wanted);
+                                       return nanovllm::run(stream, properties, wanted, only_rows);
                                      });
 }

@@ -20,6 +20,9 @@
 // - SiLU * up: the gate and the up vectors are both staged and multiplied before the MMAs;
 // - the residual add: each output is rounded, added to the residual read right after the
 //   wait, and written back over it.
+//
+// At one row, weights of many tiles take gemv_row.cu's persistent kernel instead
+// (gemv_row_serves).
 #include "kernels/cuda/linear/gemv.h"
 
 #include <algorithm>
@@ -29,6 +32,8 @@
 #include "kernels/cuda/device/l2_hints.cuh"
 #include "kernels/cuda/device/vec.cuh"
 #include "kernels/cuda/linear/fixed_point.cuh"
+#include "kernels/cuda/linear/gemv_common.cuh"
+#include "kernels/cuda/linear/gemv_row.h"
 #include "kernels/cuda/linear/mma_top_rows.cuh"
 #include "kernels/cuda/runtime/alignment.h"
 #include "kernels/cuda/runtime/launch.cuh"
@@ -36,34 +41,7 @@
 namespace nanovllm::cuda {
 namespace {
 
-constexpr int kTileRows = 8;        // weight rows per CTA: the MMA's n
-constexpr int kLanesPerRow = 4;     // lanes sharing a weight row (and an x row)
-constexpr int kVectorsPerStep = 8;  // 16-byte weight loads per lane in flight at once
-constexpr int kMaxWarps = 16;       // warps splitting k in one CTA
-constexpr int kElemsPerVector = 8;  // bf16/f16 elements in 16 bytes
-constexpr int kStepVectors = kLanesPerRow * kVectorsPerStep;  // of one row, per warp and step
-
-static_assert(kGemvMaxRows == kTileRows, "lane group g serves x row g as well as tile row g");
-
-// Copies 16 bytes global -> shared; with `valid` false nothing is read and the destination is
-// zero-filled. The weight is read once: it bypasses L1, comes from DRAM in 256-byte pieces (a
-// warp reads 512 contiguous bytes of a row per step) and leaves L2 first (`policy`:
-// l2_evict_first_policy()). Every CTA reads all of x: it stays in L1 for the other CTAs on
-// the SM.
-__device__ __forceinline__ void copy_weight_async(void* smem, const void* global, bool valid,
-                                                  uint64_t policy) {
-  const auto smem_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;\n" ::"r"(
-                   smem_address),
-               "l"(global), "r"(valid ? 16 : 0), "l"(policy)
-               : "memory");
-}
-__device__ __forceinline__ void copy_x_async(void* smem, const void* global, bool valid) {
-  const auto smem_address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address), "l"(global),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
+using namespace gemv_detail;
 
 // Waits for all of this thread's cp.async copies.
 __device__ __forceinline__ void wait_copies() {
@@ -72,8 +50,6 @@ __device__ __forceinline__ void wait_copies() {
       "cp.async.wait_group 0;\n" ::
           : "memory");
 }
-
-enum class Input { kX, kRmsNorm, kSiluGate };
 
 // x vectors a step stages for each i: those of one row, or of all kTileRows rows.
 template <bool kOneRow>
@@ -93,24 +69,6 @@ constexpr int kWarpVectors = kVectorsPerStep * 32 + kXVectors<kInput, kOneRow> +
 template <Input kInput, bool kOneRow>
 constexpr size_t kWarpSmemBytes = kWarpVectors<kInput, kOneRow> * sizeof(uint4) +
                                   (kTileRows * kTileRows + kTileRows) * sizeof(float);
-
-template <typename T, typename OutT>
-struct GemvParams {
-  const T* x;  // [m, k], or [m, 2k] with kSiluGate
-  int64_t ldx;
-  const T* weight;  // [n, k]
-  int64_t ldw;
-  OutT* out;  // [m, n]; may be residual
-  int64_t ldo;
-  int m;
-  int64_t n, k;
-  const T* norm_weight;  // [k], kRmsNorm
-  float eps;
-  const T* residual;  // [m, n] or nullptr
-  int64_t ldr;
-  const T* bias;     // [n] or nullptr; not with kAddResidual
-  int64_t* pending;  // [k] with kRmsNorm, [n] with kAddResidual, or nullptr; m == 1
-};
 
 // Grid: one CTA per tile of kTileRows weight rows; block: 1..kMaxWarps warps splitting k (all
 // of k in one step with kRmsNorm); dynamic shared memory: warps * kWarpSmemBytes<kInput,
@@ -346,21 +304,7 @@ void launch_rows(const GemvArgs& args, int64_t tiles, int warps, cudaStream_t st
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kMaxWarps * kWarpSmemBytes<kInput, kOneRow>)));
   }
-  const GemvParams<T, OutT> params{static_cast<const T*>(args.x),
-                                   args.ldx,
-                                   static_cast<const T*>(args.weight),
-                                   args.ldw,
-                                   static_cast<OutT*>(args.out),
-                                   args.ldo,
-                                   static_cast<int>(args.m),
-                                   args.n,
-                                   args.k,
-                                   static_cast<const T*>(args.norm_weight),
-                                   args.eps,
-                                   static_cast<const T*>(args.residual),
-                                   args.ldr,
-                                   static_cast<const T*>(args.bias),
-                                   args.pending};
+  const GemvParams<T, OutT> params = gemv_params<T, OutT>(args);
   launch_kernel(kernel, static_cast<unsigned>(tiles), warps * 32, smem, stream, params);
 }
 
@@ -428,6 +372,7 @@ bool gemv_supported(const GemvArgs& args) {
 void gemv(const GemvArgs& args, cudaStream_t stream) {
   NVLLM_CHECK_MSG(gemv_supported(args), "gemv: unsupported operands ({}x{}x{}, {} -> {})", args.m,
                   args.n, args.k, dtype_name(args.in_dtype), dtype_name(args.out_dtype));
+  if (gemv_row_serves(args)) return gemv_row(args, stream);
   const int64_t tiles = (args.n + kTileRows - 1) / kTileRows;
   NVLLM_CHECK_LE(tiles, int64_t{INT32_MAX});
   // Enough warps that each lane's loads fit in one step where k allows it, so a CTA has its

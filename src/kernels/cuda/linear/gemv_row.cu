@@ -1,0 +1,295 @@
+// out [1, n] = x [1, k] @ weight [n, k]^T with persistent CTAs: CTA b takes the tiles of 8
+// weight rows b, b + gridDim.x, ..., one after another, and each warp streams its share of every
+// tile through a ring of two stages, so its next copies are in flight while it multiplies and
+// while the CTA sums a tile. The kernel of a CTA a tile (gemv.cu) stops streaming between its
+// CTAs: with a large weight each SM holds one of them at a time, which loads its share, waits,
+// multiplies, sums and exits before the next one starts loading (63 to 86% of the copy
+// bandwidth at one row for the 8B shape's linears; this kernel 81 to 96%, docs/BENCHMARKS.md).
+//
+// A tile's k is split over the warps as in gemv.cu (kStepVectors vectors of each row a warp and
+// step, the MMA of mma_top_rows.cuh, the warps' sums added in a fixed order: deterministic);
+// where one step covers k (up to 4,096) the two kernels give the same bits. The input row is
+// staged once per CTA, normalized or SiLU-gated once, and read by every tile.
+#include "kernels/cuda/linear/gemv_row.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/device/elementwise_math.cuh"
+#include "kernels/cuda/device/l2_hints.cuh"
+#include "kernels/cuda/device/vec.cuh"
+#include "kernels/cuda/linear/gemv_common.cuh"
+#include "kernels/cuda/linear/mma_top_rows.cuh"
+#include "kernels/cuda/runtime/launch.cuh"
+
+namespace nanovllm::cuda {
+namespace {
+
+using namespace gemv_detail;
+
+constexpr int kRingStages = 2;
+constexpr int kRingWarpVectors = kVectorsPerStep * 32;  // a warp's share of a stage
+
+__device__ __forceinline__ void commit_copies() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Waits until at most the newest committed group of this thread's copies is in flight.
+__device__ __forceinline__ void wait_copies_but_newest() {
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+
+// The split of k: `warps` warps (at most kMaxWarps), each taking kStepVectors vectors of a row
+// per step, `steps` steps a tile, with as few warps as keep every step's warps busy (k 5,120:
+// 10 warps twice rather than 16 and then 4); gemv.cu's count where one step covers k.
+struct RowSplit {
+  int warps;
+  int steps;
+};
+RowSplit row_split(int64_t k) {
+  const int64_t warp_steps = (k / kElemsPerVector + kStepVectors - 1) / kStepVectors;
+  const int64_t steps = (warp_steps + kMaxWarps - 1) / kMaxWarps;
+  return {static_cast<int>((warp_steps + steps - 1) / steps), static_cast<int>(steps)};
+}
+
+// Shared memory: the ring [stage][warp][i][lane], the input row [k / 8 vectors] and, with a
+// norm or SiLU, norm_weight or up [k / 8] (`input_rows` 2), then the warps' sums
+// [2][warp][kTileRows] (a tile's in one half while the last tile's may still be read from the
+// other) and [warp] sums of squares.
+template <Input kInput>
+constexpr int kInputRows = kInput == Input::kX ? 1 : 2;
+size_t smem_bytes(int warps, int64_t vectors, int input_rows) {
+  return static_cast<size_t>(int64_t{kRingStages} * warps * kRingWarpVectors +
+                             input_rows * vectors) *
+             sizeof(uint4) +
+         static_cast<size_t>(2 * warps * kTileRows + warps) * sizeof(float);
+}
+
+// Grid: at most one CTA a tile; block: warps * 32 threads (row_split).
+template <typename T, typename OutT, Input kInput, bool kAddResidual>
+__global__ void __launch_bounds__(kMaxWarps * 32)
+    gemv_row_kernel(const GemvParams<T, OutT> p, int steps) {
+  NVLLM_TIMELINE_SCOPE();
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int warps = static_cast<int>(blockDim.x) / 32;
+  const int threads = static_cast<int>(blockDim.x);
+  const int64_t n = p.n;
+  const int64_t vectors = p.k / kElemsPerVector;
+  const int64_t tiles = (n + kTileRows - 1) / kTileRows;
+  const int64_t my_tiles = (tiles - 1 - blockIdx.x) / gridDim.x + 1;
+  const int64_t items = my_tiles * steps;  // (tile, step) pairs, tile by tile
+  extern __shared__ uint4 staging[];
+  uint4* ring = staging;
+  uint4* input = ring + int64_t{kRingStages} * warps * kRingWarpVectors;  // [vectors]
+  uint4* second = input + vectors;  // [vectors]: up or norm_weight
+  auto* partial = reinterpret_cast<float*>(input + kInputRows<kInput> * vectors);
+  float* row_squares = partial + 2 * warps * kTileRows;
+  const int g = lane / kLanesPerRow;  // tile row of this lane (and A row: only row 0 is x)
+  const int t = lane % kLanesPerRow;
+  const uint64_t weight_policy = l2_evict_first_policy();
+  const auto tile_first = [&](int64_t j) {  // first weight row of this CTA's j-th tile
+    return (static_cast<int64_t>(blockIdx.x) + j * gridDim.x) * kTileRows;
+  };
+  const auto step_first = [&](int64_t q) {  // item q's first vector for this warp
+    return (q % steps * warps + warp) * kStepVectors;
+  };
+  const auto stage = [&](int64_t q) {  // this lane's slots of item q's stage
+    return ring + (q % kRingStages * warps + warp) * kRingWarpVectors + lane;
+  };
+  // Item q's weight copies, then a commit (an empty group past the last item, so that every
+  // iteration waits for the same count).
+  const auto copy_item = [&](int64_t q) {
+    if (q < items) {
+      uint4* dst = stage(q);
+      const int64_t row = tile_first(q / steps) + g;
+      const bool row_valid = row < n;
+      const T* weight_row = p.weight + (row_valid ? row * p.ldw : 0);
+      const int64_t first = step_first(q);
+#pragma unroll
+      for (int i = 0; i < kVectorsPerStep; ++i) {
+        const int64_t v = first + i * kLanesPerRow + t;
+        const bool valid = row_valid && v < vectors;
+        copy_weight_async(dst + i * 32, weight_row + (valid ? v * kElemsPerVector : 0), valid,
+                          weight_policy);
+      }
+    }
+    commit_copies();
+  };
+  // What thread c < kTileRows adds to column c of tile j: the residual or the bias. Read a tile
+  // ahead, so that the sum does not wait for it.
+  const auto addend = [&](int64_t j) {
+    const int64_t col = tile_first(j) + threadIdx.x;
+    if (threadIdx.x >= kTileRows || j >= my_tiles || col >= n) return 0.0f;
+    if constexpr (kAddResidual) return to_float(p.residual[col]);
+    return p.bias != nullptr ? to_float(p.bias[col]) : 0.0f;
+  };
+
+  // The weight and norm_weight are no earlier kernel's output: their copies go out before the
+  // wait (launch.cuh); x and the residual after it.
+  allow_next_kernel_launch();
+  copy_item(0);
+  if constexpr (kInput == Input::kRmsNorm) {
+    for (int64_t v = threadIdx.x; v < vectors; v += threads) {
+      copy_x_async(second + v, p.norm_weight + v * kElemsPerVector, true);
+    }
+  }
+  wait_for_prior_kernels();
+  for (int64_t v = threadIdx.x; v < vectors; v += threads) {
+    copy_x_async(input + v, p.x + v * kElemsPerVector, true);
+    if constexpr (kInput == Input::kSiluGate) {
+      copy_x_async(second + v, p.x + p.k + v * kElemsPerVector, true);
+    }
+  }
+  commit_copies();
+  float next_addend = addend(0);
+  copy_item(1);
+  wait_copies_but_newest();  // item 0 and the input row have landed
+  __syncthreads();
+  if constexpr (kInput == Input::kRmsNorm) {
+    // Each thread's squares, then the warp's and the warps' in order: at one vector a thread
+    // (k up to 4,096) the sum gemv.cu takes.
+    float squares = 0.0f;
+    for (int64_t v = threadIdx.x; v < vectors; v += threads) {
+      float values[kElemsPerVector];
+      unpack8<T>(input[v], values);
+#pragma unroll
+      for (int e = 0; e < kElemsPerVector; ++e) squares += values[e] * values[e];
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      squares += __shfl_xor_sync(0xffffffffu, squares, offset);
+    }
+    if (lane == 0) row_squares[warp] = squares;
+    __syncthreads();
+    float row_sum = 0.0f;
+    for (int w = 0; w < warps; ++w) row_sum += row_squares[w];
+    const float inv_rms = inverse_rms(row_sum, p.k, p.eps);
+    for (int64_t v = threadIdx.x; v < vectors; v += threads) {
+      float values[kElemsPerVector], scale[kElemsPerVector];
+      unpack8<T>(input[v], values);
+      unpack8<T>(second[v], scale);
+#pragma unroll
+      for (int e = 0; e < kElemsPerVector; ++e) {
+        values[e] = rms_normalize<T>(values[e], inv_rms, scale[e]);
+      }
+      input[v] = pack8<T>(values);
+    }
+    __syncthreads();
+  } else if constexpr (kInput == Input::kSiluGate) {
+    for (int64_t v = threadIdx.x; v < vectors; v += threads) {
+      float gate[kElemsPerVector], up[kElemsPerVector];
+      unpack8<T>(input[v], gate);
+      unpack8<T>(second[v], up);
+#pragma unroll
+      for (int e = 0; e < kElemsPerVector; ++e) gate[e] = silu_times<T>(gate[e], up[e]);
+      input[v] = pack8<T>(gate);
+    }
+    __syncthreads();
+  }
+
+  // c[0..1]: out (tile rows 2t, 2t + 1) in lanes g == 0; the other lanes' A rows are zero.
+  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t q = 0; q < items; ++q) {
+    wait_copies_but_newest();  // item q has landed; each lane reads only its own copies
+    const uint4* staged = stage(q);
+    const int64_t first = step_first(q);
+#pragma unroll
+    for (int i = 0; i < kVectorsPerStep; ++i) {
+      const int64_t v = first + i * kLanesPerRow + t;
+      const uint4 a = g == 0 && v < vectors ? input[v] : make_uint4(0, 0, 0, 0);
+      const uint4 w = staged[i * 32];
+      mma_top_rows<T>(c, a.x, a.y, w.x, w.y);  // elements 0..3
+      mma_top_rows<T>(c, a.z, a.w, w.z, w.w);  // elements 4..7
+    }
+    copy_item(q + kRingStages);  // into the slots just read
+    if (q % steps != steps - 1) continue;
+    const int64_t j = q / steps;                        // the tile is done: its warps' sums meet
+    float* sums = partial + j % 2 * warps * kTileRows;  // [warp][tile row]
+    if (g == 0)
+      *reinterpret_cast<float2*>(&sums[warp * kTileRows + 2 * t]) = make_float2(c[0], c[1]);
+    c[0] = c[1] = 0.0f;
+    __syncthreads();
+    if (threadIdx.x < kTileRows) {
+      const int64_t col = tile_first(j) + threadIdx.x;
+      if (col < n) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kMaxWarps; ++w) {
+          if (w < warps) sum += sums[w * kTileRows + threadIdx.x];
+        }
+        if constexpr (kAddResidual) {
+          sum = round_to<T>(sum) + next_addend;
+        } else {
+          sum += next_addend;
+        }
+        p.out[col] = from_float<OutT>(sum);
+      }
+      next_addend = addend(j + 1);
+    }
+  }
+}
+
+template <typename T, typename OutT, Input kInput, bool kAddResidual>
+void launch(const GemvArgs& args, cudaStream_t stream) {
+  const auto kernel = gemv_row_kernel<T, OutT, kInput, kAddResidual>;
+  const RowSplit split = row_split(args.k);
+  const size_t smem = smem_bytes(split.warps, args.k / kElemsPerVector, kInputRows<kInput>);
+  int device = 0, optin = 0, sms = 0;
+  NVLLM_CUDA_CHECK(cudaGetDevice(&device));
+  NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  // One value for every launch, so the call is idempotent.
+  NVLLM_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  int per_sm = 0;
+  NVLLM_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, split.warps * 32, smem));
+  const int64_t tiles = (args.n + kTileRows - 1) / kTileRows;
+  const int64_t grid = std::min<int64_t>(tiles, int64_t{std::max(per_sm, 1)} * sms);
+  launch_kernel(kernel, static_cast<unsigned>(grid), split.warps * 32, smem, stream,
+                gemv_params<T, OutT>(args), split.steps);
+}
+
+// The combinations the model uses at one row, as gemv.cu's launch_for.
+template <typename T>
+void launch_for(const GemvArgs& args, cudaStream_t stream) {
+  const bool f32_out = args.out_dtype == DType::kF32;
+  if (args.residual != nullptr) {
+    if (args.silu_gate) return launch<T, T, Input::kSiluGate, true>(args, stream);
+    return launch<T, T, Input::kX, true>(args, stream);
+  }
+  if (args.silu_gate) return launch<T, T, Input::kSiluGate, false>(args, stream);
+  if (args.norm_weight != nullptr) {
+    if (f32_out) return launch<T, float, Input::kRmsNorm, false>(args, stream);
+    return launch<T, T, Input::kRmsNorm, false>(args, stream);
+  }
+  if (f32_out) return launch<T, float, Input::kX, false>(args, stream);
+  launch<T, T, Input::kX, false>(args, stream);
+}
+
+}  // namespace
+
+bool gemv_row_serves(const GemvArgs& args) {
+  if (!gemv_supported(args) || args.m != 1 || args.pending != nullptr || args.k < 2048 ||
+      args.n * args.k * 2 < kGemvRowMinWeightBytes) {
+    return false;
+  }
+  const int input_rows = args.silu_gate || args.norm_weight != nullptr ? 2 : 1;
+  const size_t smem = smem_bytes(row_split(args.k).warps, args.k / kElemsPerVector, input_rows);
+  int device = 0, optin = 0;
+  NVLLM_CUDA_CHECK(cudaGetDevice(&device));
+  NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return smem <= static_cast<size_t>(optin);
+}
+
+void gemv_row(const GemvArgs& args, cudaStream_t stream) {
+  NVLLM_CHECK_MSG(gemv_row_serves(args), "gemv_row: unsupported operands ({}x{}x{}, {} -> {})",
+                  args.m, args.n, args.k, dtype_name(args.in_dtype), dtype_name(args.out_dtype));
+  if (args.in_dtype == DType::kBF16) {
+    launch_for<__nv_bfloat16>(args, stream);
+  } else {
+    launch_for<__half>(args, stream);
+  }
+}
+
+}  // namespace nanovllm::cuda
