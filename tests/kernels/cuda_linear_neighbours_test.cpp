@@ -324,7 +324,9 @@ TEST_P(CudaLinearNeighboursTest, OneRowOfALargeWeightMatchesTwoRowsAndTheCpu) {
       return first;
     };
     const std::vector<float> one = run(1);
-    if (k <= 4096) EXPECT_EQ(one, run(2)) << what << " against its first row of two";
+    if (k <= 4096) {
+      EXPECT_EQ(one, run(2)) << what << " against its first row of two";
+    }
 
     // The CPU's f32 ops on the first row; for the adds, the product the residual gained.
     OwnedTensor c_x = host_floats({1, width}, std::vector<float>(x.begin(), x.begin() + width));
