@@ -15,7 +15,7 @@ inline constexpr int64_t kGemvRowMinWeightBytes = int64_t{16} << 20;
 // pending sum, k at least 2,048, a weight of at least kGemvRowMinWeightBytes and the input row
 // staged in shared memory beside the weight's ring. Below that the kernel of a CTA a tile is as
 // fast or faster: its CTAs are few enough to run in a wave or two beside the kernels around
-// them, or small enough (k up to 2,048) to fit many an SM (docs/BENCHMARKS.md).
+// them, or small enough (k below 2,048) to fit many an SM (docs/BENCHMARKS.md).
 bool gemv_row_serves(const GemvArgs& args);
 
 // Enqueues the persistent kernel on `stream`; `args` must satisfy gemv_row_serves().
