@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -138,15 +139,23 @@ int main(int argc, char** argv) {
   std::vector<int> only_rows;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--rows" && i + 1 < argc) {
-      std::string list = argv[++i];
-      for (size_t start = 0; start < list.size();) {
-        const size_t comma = std::min(list.find(',', start), list.size());
-        only_rows.push_back(std::stoi(list.substr(start, comma - start)));
-        start = comma + 1;
-      }
-    } else {
+    if (arg != "--rows") {
       wanted.push_back(arg);
+      continue;
+    }
+    const std::string list = i + 1 < argc ? argv[++i] : "";
+    for (size_t start = 0; start <= list.size();) {
+      const size_t comma = std::min(list.find(',', start), list.size());
+      const std::string item = list.substr(start, comma - start);
+      char* end = nullptr;
+      const long rows = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || rows < 1) {
+        std::fprintf(stderr, "linear_bench: --rows takes row counts like 1,8,128, got '%s'\n",
+                     list.c_str());
+        return 2;
+      }
+      only_rows.push_back(static_cast<int>(rows));
+      start = comma + 1;
     }
   }
   return nanovllm::bench::bench_main("linear_bench",
