@@ -312,32 +312,16 @@ void launch_rows(const GemvArgs& args, int64_t tiles, int warps, cudaStream_t st
 // (the residual add) keeps its larger CTAs, which hold back the MLP kernel's CTAs while
 // attention runs, as attention needs (compact there: batch-1 -12%, docs/BENCHMARKS.md).
 template <typename T, typename OutT, Input kInput, bool kAddResidual>
-void launch(const GemvArgs& args, int64_t tiles, int warps, cudaStream_t stream) {
-  if constexpr (kInput == Input::kRmsNorm) {
-    if (args.m == 1) {
-      return launch_rows<T, OutT, kInput, kAddResidual, true>(args, tiles, warps, stream);
+struct TileLaunch {
+  static void run(const GemvArgs& args, int64_t tiles, int warps, cudaStream_t stream) {
+    if constexpr (kInput == Input::kRmsNorm) {
+      if (args.m == 1) {
+        return launch_rows<T, OutT, kInput, kAddResidual, true>(args, tiles, warps, stream);
+      }
     }
+    launch_rows<T, OutT, kInput, kAddResidual, false>(args, tiles, warps, stream);
   }
-  launch_rows<T, OutT, kInput, kAddResidual, false>(args, tiles, warps, stream);
-}
-
-// The combinations the model uses: plain or normalized input into any out; the residual add
-// after a plain or SiLU-gated input.
-template <typename T>
-void launch_for(const GemvArgs& args, int64_t tiles, int warps, cudaStream_t stream) {
-  const bool f32_out = args.out_dtype == DType::kF32;
-  if (args.residual != nullptr) {
-    if (args.silu_gate) return launch<T, T, Input::kSiluGate, true>(args, tiles, warps, stream);
-    return launch<T, T, Input::kX, true>(args, tiles, warps, stream);
-  }
-  if (args.silu_gate) return launch<T, T, Input::kSiluGate, false>(args, tiles, warps, stream);
-  if (args.norm_weight != nullptr) {
-    if (f32_out) return launch<T, float, Input::kRmsNorm, false>(args, tiles, warps, stream);
-    return launch<T, T, Input::kRmsNorm, false>(args, tiles, warps, stream);
-  }
-  if (f32_out) return launch<T, float, Input::kX, false>(args, tiles, warps, stream);
-  launch<T, T, Input::kX, false>(args, tiles, warps, stream);
-}
+};
 
 }  // namespace
 
@@ -352,7 +336,7 @@ bool gemv_supported(const GemvArgs& args) {
   const bool norm_ok =
       args.norm_weight == nullptr ||
       (!args.silu_gate && args.k <= kGemvMaxNormWidth && aligned_to(args.norm_weight, 16));
-  // The kernels there are (launch_for): SiLU only into the input dtype, the residual add only
+  // The kernels there are (dispatch_gemv): SiLU only into the input dtype, the residual add only
   // after a plain or SiLU-gated input.
   const bool silu_ok = !args.silu_gate ||
                        ((args.m == 1 || args.ldx >= 2 * args.k) && args.out_dtype == args.in_dtype);
@@ -380,11 +364,7 @@ void gemv(const GemvArgs& args, cudaStream_t stream) {
   const int64_t vectors = args.k / kElemsPerVector;
   const int warps =
       static_cast<int>(std::min<int64_t>(kMaxWarps, (vectors + kStepVectors - 1) / kStepVectors));
-  if (args.in_dtype == DType::kBF16) {
-    launch_for<__nv_bfloat16>(args, tiles, warps, stream);
-  } else {
-    launch_for<__half>(args, tiles, warps, stream);
-  }
+  dispatch_gemv<TileLaunch>(args, tiles, warps, stream);
 }
 
 }  // namespace nanovllm::cuda

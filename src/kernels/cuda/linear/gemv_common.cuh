@@ -3,6 +3,8 @@
 // that can ride along and the kernels' parameters.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -77,6 +79,31 @@ GemvParams<T, OutT> gemv_params(const GemvArgs& args) {
                              args.ldr,
                              static_cast<const T*>(args.bias),
                              args.pending};
+}
+
+// Calls Launch<T, OutT, kInput, kAddResidual>::run(args, rest...) for the kernel `args` asks for,
+// of the combinations the model uses (gemv_supported admits no other): plain or normalized input
+// into the input dtype or f32, SiLU-gated input into the input dtype, the residual add after a
+// plain or SiLU-gated input.
+template <template <typename, typename, Input, bool> class Launch, typename T, typename... Rest>
+void dispatch_inputs(const GemvArgs& args, Rest... rest) {
+  const bool f32_out = args.out_dtype == DType::kF32;
+  if (args.residual != nullptr) {
+    if (args.silu_gate) return Launch<T, T, Input::kSiluGate, true>::run(args, rest...);
+    return Launch<T, T, Input::kX, true>::run(args, rest...);
+  }
+  if (args.silu_gate) return Launch<T, T, Input::kSiluGate, false>::run(args, rest...);
+  if (args.norm_weight != nullptr) {
+    if (f32_out) return Launch<T, float, Input::kRmsNorm, false>::run(args, rest...);
+    return Launch<T, T, Input::kRmsNorm, false>::run(args, rest...);
+  }
+  if (f32_out) return Launch<T, float, Input::kX, false>::run(args, rest...);
+  Launch<T, T, Input::kX, false>::run(args, rest...);
+}
+template <template <typename, typename, Input, bool> class Launch, typename... Rest>
+void dispatch_gemv(const GemvArgs& args, Rest... rest) {
+  if (args.in_dtype == DType::kBF16) return dispatch_inputs<Launch, __nv_bfloat16>(args, rest...);
+  dispatch_inputs<Launch, __half>(args, rest...);
 }
 
 }  // namespace nanovllm::cuda::gemv_detail

@@ -230,42 +230,28 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
 }
 
 template <typename T, typename OutT, Input kInput, bool kAddResidual>
-void launch(const GemvArgs& args, cudaStream_t stream) {
-  const auto kernel = gemv_row_kernel<T, OutT, kInput, kAddResidual>;
-  const RowSplit split = row_split(args.k);
-  const size_t smem = smem_bytes(split.warps, args.k / kElemsPerVector, kInputRows<kInput>);
-  int device = 0, optin = 0, sms = 0;
-  NVLLM_CUDA_CHECK(cudaGetDevice(&device));
-  NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  // One value for every launch, so the call is idempotent.
-  NVLLM_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-  int per_sm = 0;
-  NVLLM_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, split.warps * 32, smem));
-  const int64_t tiles = (args.n + kTileRows - 1) / kTileRows;
-  const int64_t grid = std::min<int64_t>(tiles, int64_t{std::max(per_sm, 1)} * sms);
-  launch_kernel(kernel, static_cast<unsigned>(grid), split.warps * 32, smem, stream,
-                gemv_params<T, OutT>(args), split.steps);
-}
-
-// The combinations the model uses at one row, as gemv.cu's launch_for.
-template <typename T>
-void launch_for(const GemvArgs& args, cudaStream_t stream) {
-  const bool f32_out = args.out_dtype == DType::kF32;
-  if (args.residual != nullptr) {
-    if (args.silu_gate) return launch<T, T, Input::kSiluGate, true>(args, stream);
-    return launch<T, T, Input::kX, true>(args, stream);
+struct RowLaunch {
+  static void run(const GemvArgs& args, cudaStream_t stream) {
+    const auto kernel = gemv_row_kernel<T, OutT, kInput, kAddResidual>;
+    const RowSplit split = row_split(args.k);
+    const size_t smem = smem_bytes(split.warps, args.k / kElemsPerVector, kInputRows<kInput>);
+    int device = 0, optin = 0, sms = 0;
+    NVLLM_CUDA_CHECK(cudaGetDevice(&device));
+    NVLLM_CUDA_CHECK(
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    // One value for every launch, so the call is idempotent.
+    NVLLM_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    int per_sm = 0;
+    NVLLM_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, split.warps * 32, smem));
+    const int64_t tiles = (args.n + kTileRows - 1) / kTileRows;
+    const int64_t grid = std::min<int64_t>(tiles, int64_t{std::max(per_sm, 1)} * sms);
+    launch_kernel(kernel, static_cast<unsigned>(grid), split.warps * 32, smem, stream,
+                  gemv_params<T, OutT>(args), split.steps);
   }
-  if (args.silu_gate) return launch<T, T, Input::kSiluGate, false>(args, stream);
-  if (args.norm_weight != nullptr) {
-    if (f32_out) return launch<T, float, Input::kRmsNorm, false>(args, stream);
-    return launch<T, T, Input::kRmsNorm, false>(args, stream);
-  }
-  if (f32_out) return launch<T, float, Input::kX, false>(args, stream);
-  launch<T, T, Input::kX, false>(args, stream);
-}
+};
 
 }  // namespace
 
@@ -285,11 +271,7 @@ bool gemv_row_serves(const GemvArgs& args) {
 void gemv_row(const GemvArgs& args, cudaStream_t stream) {
   NVLLM_CHECK_MSG(gemv_row_serves(args), "gemv_row: unsupported operands ({}x{}x{}, {} -> {})",
                   args.m, args.n, args.k, dtype_name(args.in_dtype), dtype_name(args.out_dtype));
-  if (args.in_dtype == DType::kBF16) {
-    launch_for<__nv_bfloat16>(args, stream);
-  } else {
-    launch_for<__half>(args, stream);
-  }
+  dispatch_gemv<RowLaunch>(args, stream);
 }
 
 }  // namespace nanovllm::cuda
