@@ -10,7 +10,8 @@
 //   only, into f32 logits.
 // Each figure is one call in a graph of back-to-back calls, median of replays.
 //   usage: linear_bench [--rows R,R,...] [SHAPE...]   (0.6b 4b 8b 14b 32b 30b-a3b qwen2.5-7b;
-//          default: all shapes, every decode and prefill size)
+//          default: all shapes, the decode and prefill sizes below; rows up to 256 are timed
+//          as decode sizes, more as prefill sizes)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -31,8 +32,8 @@ namespace {
 
 using namespace bench;
 
-constexpr int kDecodeRows[] = {1, 8, 32, 64, 128, 256};
-constexpr int kPrefillRows[] = {2048, 8192, 16384};
+constexpr int kDefaultRows[] = {1, 8, 32, 64, 128, 256, 2048, 8192, 16384};
+constexpr int kMaxDecodeRows = 256;
 
 // Milliseconds of one out [m, n] = x [m, k] @ weight^T, over `copies` weights in turn.
 double time_linear(cuda::CublasLtLinear& linear, cudaStream_t stream, int64_t m, const Linear& l,
@@ -60,11 +61,10 @@ double time_linear(cuda::CublasLtLinear& linear, cudaStream_t stream, int64_t m,
 }
 
 int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::string> wanted,
-        const std::vector<int>& only_rows) {
-  const auto timed = [&](int rows) {
-    return only_rows.empty() ||
-           std::find(only_rows.begin(), only_rows.end(), rows) != only_rows.end();
-  };
+        std::vector<int> row_counts) {
+  if (row_counts.empty()) row_counts.assign(std::begin(kDefaultRows), std::end(kDefaultRows));
+  const int most_rows = *std::max_element(row_counts.begin(), row_counts.end());
+  const int most_decode_rows = std::min(most_rows, kMaxDecodeRows);
   cuda::register_cuda_allocator();
   cuda::CublasLtLinear linear;
   std::mt19937 rng(1);
@@ -101,12 +101,11 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::
           std::clamp<size_t>((kMinBytesPerRun + weight_bytes - 1) / weight_bytes, 1, 16));
       DeviceBuffer weights(weight_bytes * copies);
       fill_random_bf16(weights.get(), weights.bytes(), rng);
-      const int64_t max_rows = l.logits ? kDecodeRows[std::size(kDecodeRows) - 1]
-                                        : kPrefillRows[std::size(kPrefillRows) - 1];
+      const int64_t max_rows = l.logits ? most_decode_rows : most_rows;
       DeviceBuffer x(size_t{2} * max_rows * l.k), out(size_t{4} * max_rows * l.n);
       fill_random_bf16(x.get(), x.bytes(), rng);
-      for (int rows : kDecodeRows) {
-        if (!timed(rows)) continue;
+      for (int rows : row_counts) {
+        if (rows > kMaxDecodeRows) continue;
         const double us = 1e3 * time_linear(linear, stream, rows, l, weights, copies, x, out);
         // The floor: the weight, x and out moved once at the copy bandwidth (which counts a
         // copy's reads and writes), or the products at the peak where those take longer (from
@@ -118,9 +117,8 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::
                     l.k, rows, us, 100.0 * std::max(copy_us, compute_us) / us,
                     copy_us >= compute_us ? "copy" : "peak");
       }
-      for (int rows : kPrefillRows) {
-        if (l.logits) break;
-        if (!timed(rows)) continue;
+      for (int rows : row_counts) {
+        if (l.logits || rows <= kMaxDecodeRows) continue;
         const double us = 1e3 * time_linear(linear, stream, rows, l, weights, 1, x, out);
         const double tflops = 2.0 * rows * l.n * l.k / (us * 1e-6) / 1e12;
         std::printf("%-5s %-13s %7d %7d %8d %10.2f %8.0f%%  (of peak, %.0f TFLOP/s)\n", shape.name,
@@ -136,7 +134,7 @@ int run(cudaStream_t stream, const cudaDeviceProp& properties, std::vector<std::
 
 int main(int argc, char** argv) {
   std::vector<std::string> wanted;
-  std::vector<int> only_rows;
+  std::vector<int> row_counts;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg != "--rows") {
@@ -149,17 +147,18 @@ int main(int argc, char** argv) {
       const std::string item = list.substr(start, comma - start);
       char* end = nullptr;
       const long rows = std::strtol(item.c_str(), &end, 10);
-      if (item.empty() || *end != '\0' || rows < 1) {
-        std::fprintf(stderr, "linear_bench: --rows takes row counts like 1,8,128, got '%s'\n",
+      if (item.empty() || *end != '\0' || rows < 1 || rows > 65536) {
+        std::fprintf(stderr,
+                     "linear_bench: --rows takes row counts of 1 to 65536 like 1,8,128, got '%s'\n",
                      list.c_str());
         return 2;
       }
-      only_rows.push_back(static_cast<int>(rows));
+      row_counts.push_back(static_cast<int>(rows));
       start = comma + 1;
     }
   }
   return nanovllm::bench::bench_main("linear_bench",
                                      [&](cudaStream_t stream, const cudaDeviceProp& properties) {
-                                       return nanovllm::run(stream, properties, wanted, only_rows);
+                                       return nanovllm::run(stream, properties, wanted, row_counts);
                                      });
 }
