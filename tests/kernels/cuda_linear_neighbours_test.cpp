@@ -12,7 +12,7 @@
 #include "core/check.h"
 #include "cuda_test_util.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/linear/gemv_row.h"
+#include "kernels/cuda/linear/gemv_persistent.h"
 
 namespace nanovllm::test {
 namespace {
@@ -223,9 +223,10 @@ TEST_P(CudaLinearNeighboursTest, LayerOfFusedLinearsReplaysInGraph) {
   EXPECT_EQ(download_floats(*gpu_, residual.tensor()), eager);
 }
 
-// At one row a weight of many tiles takes the persistent GEMV (gemv_row.cu). Where one step of
-// its warps covers k (up to 4,096) it sums as the kernel of a CTA a tile does, so its row equals
-// bit for bit the first row of the same op at two rows (which that kernel serves); every case
+// At one row a weight of many tiles takes the persistent GEMV (gemv_persistent.cu). Where one
+// step of its warps covers k (up to 4,096) it sums as the kernel of a CTA a tile does, so its row
+// equals bit for bit the first row of the same op at two rows (the kernel of a CTA a tile with a
+// norm or SiLU, which the persistent one serves at one row only; itself otherwise); every case
 // also against the CPU's f32 ops. The shapes: odd tile counts, fewer and many more tiles than
 // CTAs, k with a warp's last step partly past its end, and k over several steps.
 TEST_P(CudaLinearNeighboursTest, OneRowOfALargeWeightMatchesTwoRowsAndTheCpu) {
@@ -297,7 +298,7 @@ TEST_P(CudaLinearNeighboursTest, OneRowOfALargeWeightMatchesTwoRowsAndTheCpu) {
         args.residual = adds ? o.data() : nullptr;
         args.ldr = n;
         args.bias = bias ? g_bias.tensor().data() : nullptr;
-        EXPECT_TRUE(cuda::gemv_row_serves(args)) << what;
+        EXPECT_TRUE(cuda::gemv_persistent_serves(args)) << what;
       }
       switch (c.op) {
         case Op::kLinear:
@@ -339,6 +340,102 @@ TEST_P(CudaLinearNeighboursTest, OneRowOfALargeWeightMatchesTwoRowsAndTheCpu) {
     std::vector<float> expected = values_of(c_out.tensor), actual = one;
     for (int64_t i = 0; i < n; ++i) {
       if (bias) expected[i] += b[i];
+      if (adds) actual[i] -= residual[i];
+    }
+    expect_relative_error(actual, expected, relative_tolerance(dtype()), what + " against the CPU");
+  }
+}
+
+// Up to 8 rows without a norm or SiLU take the persistent GEMV as well, while their staged x
+// fits beside the weight's ring (Hopper's 227 KB a CTA): each row equals bit for bit that row
+// alone (the MMA keeps x's rows apart and the warps' sums meet in the same order), and every
+// row the CPU's f32 op. x and out are strided slices; the last case stages more of x than fits
+// and takes the kernel of a CTA a tile.
+TEST_P(CudaLinearNeighboursTest, RowsOfALargeWeightEachEqualThatRowAlone) {
+  if (dtype() == DType::kF32) GTEST_SKIP() << "served for bf16 and f16 only";
+  enum class Op { kLinear, kLinearBias, kLinearAdd };
+  struct Case {
+    Op op;
+    int64_t m, n, k;
+    bool f32_out;
+    bool persistent;
+  };
+  const Case cases[] = {
+      {Op::kLinear, 2, 2053, 4096, false, true},    {Op::kLinear, 8, 2053, 4096, false, true},
+      {Op::kLinear, 3, 16393, 2048, true, true},    {Op::kLinearBias, 5, 4099, 2056, false, true},
+      {Op::kLinearAdd, 8, 4103, 2048, false, true}, {Op::kLinear, 4, 1031, 8200, false, true},
+      {Op::kLinearAdd, 2, 1031, 8200, false, true}, {Op::kLinear, 8, 1031, 8200, true, true},
+      {Op::kLinear, 7, 601, 16000, false, false},
+  };
+  const float nan = std::nanf("");
+  for (const Case& c : cases) {
+    const int64_t m = c.m, n = c.n, k = c.k;
+    const bool bias = c.op == Op::kLinearBias;
+    const bool adds = c.op == Op::kLinearAdd;
+    const DType out_dtype = c.f32_out ? DType::kF32 : dtype();
+    const std::string what = "rows " + std::to_string(static_cast<int>(c.op)) + " " +
+                             shape_label(m, n, k) + (c.f32_out ? " f32 out" : "");
+    const std::vector<float> x = random(m * k, -3.0f, 3.0f);
+    const std::vector<float> w = random(n * k);
+    const std::vector<float> b = random(n);
+    const std::vector<float> residual = random(m * n, -4.0f, 4.0f);
+    Slice g_x = upload_slice(m, k, x, 0.0f);
+    DeviceTensor g_w = upload_floats(*gpu_, dtype(), {n, k}, w);
+    DeviceTensor g_bias = upload_floats(*gpu_, dtype(), {n}, b);
+    const auto rows_of = [](const std::vector<float>& values, int64_t first, int64_t rows,
+                            int64_t width) {
+      return std::vector<float>(values.begin() + first * width,
+                                values.begin() + (first + rows) * width);
+    };
+    // Runs the op on x's rows [first, first + rows); returns its output rows.
+    const auto run = [&](int64_t first, int64_t rows) {
+      const Tensor in = g_x.view.slice_rows(first, first + rows);
+      Slice out = adds ? upload_slice(rows, n, rows_of(residual, first, rows, n), 5.0f)
+                       : Slice{DeviceTensor(*gpu_, out_dtype, {rows, n + 2 * kPad}), Tensor()};
+      if (!adds) {
+        poison(*gpu_, out.buffer.tensor());
+        out.view = out.buffer.tensor().slice_last(kPad, kPad + n);
+      }
+      cuda::GemvArgs args;
+      args.in_dtype = dtype();
+      args.out_dtype = out_dtype;
+      args.x = in.data();
+      args.ldx = in.stride(0);
+      args.weight = g_w.tensor().data();
+      args.ldw = k;
+      args.out = out.view.data();
+      args.ldo = out.view.stride(0);
+      args.m = rows, args.n = n, args.k = k;
+      args.residual = adds ? out.view.data() : nullptr;
+      args.ldr = out.view.stride(0);
+      args.bias = bias ? g_bias.tensor().data() : nullptr;
+      EXPECT_EQ(cuda::gemv_persistent_serves(args), c.persistent || rows == 1)
+          << what << " at " << rows << " rows";
+      switch (c.op) {
+        case Op::kLinear:
+          gpu_->linear(in, g_w.tensor(), out.view);
+          break;
+        case Op::kLinearBias:
+          gpu_->linear_bias(in, g_w.tensor(), g_bias.tensor(), out.view);
+          break;
+        case Op::kLinearAdd:
+          gpu_->linear_add(in, g_w.tensor(), out.view);
+          break;
+      }
+      return download_slice(out, rows, n, adds ? 5.0f : nan, what);
+    };
+    const std::vector<float> all = run(0, m);
+    if (c.persistent) {
+      for (int64_t r = 0; r < m; ++r) {
+        EXPECT_EQ(rows_of(all, r, 1, n), run(r, 1)) << what << ": row " << r << " alone";
+      }
+    }
+
+    OwnedTensor c_out(DType::kF32, {m, n});
+    cpu_->linear(host_floats({m, k}, x).tensor, host_floats({n, k}, w).tensor, c_out.tensor);
+    std::vector<float> expected = values_of(c_out.tensor), actual = all;
+    for (int64_t i = 0; i < m * n; ++i) {
+      if (bias) expected[i] += b[i % n];
       if (adds) actual[i] -= residual[i];
     }
     expect_relative_error(actual, expected, relative_tolerance(dtype()), what + " against the CPU");

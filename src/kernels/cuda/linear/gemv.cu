@@ -21,8 +21,8 @@
 // - the residual add: each output is rounded, added to the residual read right after the
 //   wait, and written back over it.
 //
-// At one row, weights of many tiles take gemv_row.cu's persistent kernel instead
-// (gemv_row_serves).
+// Weights of many tiles take gemv_persistent.cu's persistent kernel instead
+// (gemv_persistent_serves).
 #include "kernels/cuda/linear/gemv.h"
 
 #include <algorithm>
@@ -33,7 +33,7 @@
 #include "kernels/cuda/device/vec.cuh"
 #include "kernels/cuda/linear/fixed_point.cuh"
 #include "kernels/cuda/linear/gemv_common.cuh"
-#include "kernels/cuda/linear/gemv_row.h"
+#include "kernels/cuda/linear/gemv_persistent.h"
 #include "kernels/cuda/linear/mma_top_rows.cuh"
 #include "kernels/cuda/runtime/alignment.h"
 #include "kernels/cuda/runtime/launch.cuh"
@@ -356,7 +356,7 @@ bool gemv_supported(const GemvArgs& args) {
 void gemv(const GemvArgs& args, cudaStream_t stream) {
   NVLLM_CHECK_MSG(gemv_supported(args), "gemv: unsupported operands ({}x{}x{}, {} -> {})", args.m,
                   args.n, args.k, dtype_name(args.in_dtype), dtype_name(args.out_dtype));
-  if (gemv_row_serves(args)) return gemv_row(args, stream);
+  if (gemv_persistent_serves(args)) return gemv_persistent(args, stream);
   const int64_t tiles = (args.n + kTileRows - 1) / kTileRows;
   NVLLM_CHECK_LE(tiles, int64_t{INT32_MAX});
   // Enough warps that each lane's loads fit in one step where k allows it, so a CTA has its

@@ -1,6 +1,6 @@
-// What the two GEMV kernels share (gemv.cu: a CTA a tile; gemv_row.cu: persistent CTAs at one
-// row): the tile's shape, a lane's share of a step, the copies into shared memory, the inputs
-// that can ride along and the kernels' parameters.
+// What the two GEMV kernels share (gemv.cu: a CTA a tile; gemv_persistent.cu: persistent CTAs
+// for large weights): the tile's shape, a lane's share of a step, the copies into shared memory,
+// the inputs that can ride along and the kernels' parameters.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,16 +1,18 @@
-// out [1, n] = x [1, k] @ weight [n, k]^T with persistent CTAs: CTA b takes the tiles of 8
-// weight rows b, b + gridDim.x, ..., one after another, and each warp streams its share of every
-// tile through a ring of two stages, so its next copies are in flight while it multiplies and
-// while the CTA sums a tile. The kernel of a CTA a tile (gemv.cu) stops streaming between its
-// CTAs: with a large weight each SM holds one of them at a time, which loads its share, waits,
-// multiplies, sums and exits before the next one starts loading (63 to 86% of the copy
-// bandwidth at one row for the 8B shape's linears; this kernel 81 to 96%, docs/BENCHMARKS.md).
+// out [m, n] = x [m, k] @ weight [n, k]^T for m <= 8 with persistent CTAs: CTA b takes the
+// tiles of 8 weight rows b, b + gridDim.x, ..., one after another, and each warp streams its
+// share of every tile through a ring of two stages, so its next copies are in flight while it
+// multiplies and while the CTA sums a tile. The kernel of a CTA a tile (gemv.cu) stops streaming
+// between its CTAs: with a large weight each SM holds one of them at a time, which loads its
+// share, waits, multiplies, sums and exits before the next one starts loading (63 to 86% of the
+// copy bandwidth at one row for the 8B shape's linears; this kernel 81 to 96%,
+// docs/BENCHMARKS.md).
 //
 // A tile's k is split over the warps as in gemv.cu (kStepVectors vectors of each row a warp and
-// step, the MMA of mma_top_rows.cuh, the warps' sums added in a fixed order: deterministic);
-// where one step covers k (up to 4,096) the two kernels give the same bits. The input row is
-// staged once per CTA, normalized or SiLU-gated once, and read by every tile.
-#include "kernels/cuda/linear/gemv_row.h"
+// step, the MMA of mma_top_rows.cuh with x row g in A row g, the warps' sums added in a fixed
+// order: deterministic, and a row's sums the same whatever the other rows); where one step
+// covers k (up to 4,096) the two kernels give the same bits. The input rows are staged once per
+// CTA and read by every tile; with the norm or SiLU (one row) the row is transformed once.
+#include "kernels/cuda/linear/gemv_persistent.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -41,50 +43,59 @@ __device__ __forceinline__ void wait_copies_but_newest() {
 // The split of k: `warps` warps (at most kMaxWarps), each taking kStepVectors vectors of a row
 // per step, `steps` steps a tile, with as few warps as keep every step's warps busy (k 5,120:
 // 10 warps twice rather than 16 and then 4); gemv.cu's count where one step covers k.
-struct RowSplit {
+struct KSplit {
   int warps;
   int steps;
 };
-RowSplit row_split(int64_t k) {
+KSplit k_split(int64_t k) {
   const int64_t warp_steps = (k / kElemsPerVector + kStepVectors - 1) / kStepVectors;
   const int64_t steps = (warp_steps + kMaxWarps - 1) / kMaxWarps;
   return {static_cast<int>((warp_steps + steps - 1) / steps), static_cast<int>(steps)};
 }
 
-// Shared memory: the ring [stage][warp][i][lane], the input row [k / 8 vectors] and, with a
-// norm or SiLU, norm_weight or up [k / 8] (`input_rows` 2), then the warps' sums
-// [2][warp][kTileRows] (a tile's in one half while the last tile's may still be read from the
-// other) and [warp] sums of squares.
-template <Input kInput>
-constexpr int kInputRows = kInput == Input::kX ? 1 : 2;
-size_t smem_bytes(int warps, int64_t vectors, int input_rows) {
-  return static_cast<size_t>(int64_t{kRingStages} * warps * kRingWarpVectors +
-                             input_rows * vectors) *
-             sizeof(uint4) +
-         static_cast<size_t>(2 * warps * kTileRows + warps) * sizeof(float);
+// Rows of the staged input start input_stride() vectors apart: a multiple of 8 (the 32 banks)
+// plus 4, so that the two rows a quarter-warp reads at the same k sit in different banks.
+__host__ __device__ constexpr int64_t input_stride(int64_t vectors) {
+  return (vectors + 7) / 8 * 8 + kLanesPerRow;
+}
+// The staged rows: x's m, or with a norm or SiLU (one row) x and norm_weight or up.
+int input_rows(const GemvArgs& args) {
+  return args.silu_gate || args.norm_weight != nullptr ? 2 : static_cast<int>(args.m);
 }
 
-// Grid: at most one CTA a tile; block: warps * 32 threads (row_split).
+// Shared memory: the ring [stage][warp][i][lane], the input rows [input_rows][input_stride],
+// then the warps' sums [2][warp][x row][tile row] (a tile's in one half while the last tile's
+// may still be read from the other) and [warp] sums of squares.
+size_t smem_bytes(int warps, int64_t vectors, int rows) {
+  return static_cast<size_t>(int64_t{kRingStages} * warps * kRingWarpVectors +
+                             rows * input_stride(vectors)) *
+             sizeof(uint4) +
+         static_cast<size_t>(2 * warps * kTileRows * kTileRows + warps) * sizeof(float);
+}
+
+// Grid: at most one CTA a tile; block: warps * 32 threads (k_split), at least 64.
 template <typename T, typename OutT, Input kInput, bool kAddResidual>
 __global__ void __launch_bounds__(kMaxWarps * 32)
-    gemv_row_kernel(const GemvParams<T, OutT> p, int steps) {
+    gemv_persistent_kernel(const GemvParams<T, OutT> p, int steps) {
   NVLLM_TIMELINE_SCOPE();
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int warps = static_cast<int>(blockDim.x) / 32;
   const int threads = static_cast<int>(blockDim.x);
+  const int m = kInput == Input::kX ? p.m : 1;
   const int64_t n = p.n;
   const int64_t vectors = p.k / kElemsPerVector;
+  const int64_t stride = input_stride(vectors);
   const int64_t tiles = (n + kTileRows - 1) / kTileRows;
   const int64_t my_tiles = (tiles - 1 - blockIdx.x) / gridDim.x + 1;
   const int64_t items = my_tiles * steps;  // (tile, step) pairs, tile by tile
   extern __shared__ uint4 staging[];
   uint4* ring = staging;
-  uint4* input = ring + int64_t{kRingStages} * warps * kRingWarpVectors;  // [vectors]
-  uint4* second = input + vectors;  // [vectors]: up or norm_weight
-  auto* partial = reinterpret_cast<float*>(input + kInputRows<kInput> * vectors);
-  float* row_squares = partial + 2 * warps * kTileRows;
-  const int g = lane / kLanesPerRow;  // tile row of this lane (and A row: only row 0 is x)
+  uint4* input = ring + int64_t{kRingStages} * warps * kRingWarpVectors;  // [m][stride]
+  uint4* second = input + stride;  // [vectors]: up or norm_weight (m == 1)
+  auto* partial = reinterpret_cast<float*>(input + (kInput == Input::kX ? m : 2) * stride);
+  float* row_squares = partial + 2 * warps * kTileRows * kTileRows;
+  const int g = lane / kLanesPerRow;  // tile row of this lane, and x row (A row)
   const int t = lane % kLanesPerRow;
   const uint64_t weight_policy = l2_evict_first_policy();
   const auto tile_first = [&](int64_t j) {  // first weight row of this CTA's j-th tile
@@ -115,12 +126,16 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     }
     commit_copies();
   };
-  // What thread c < kTileRows adds to column c of tile j: the residual or the bias. Read a tile
-  // ahead, so that the sum does not wait for it.
+  // Thread e < m * kTileRows sums out (row e / kTileRows, column e % kTileRows of a tile).
+  const int out_row = static_cast<int>(threadIdx.x) / kTileRows;
+  const int out_col = static_cast<int>(threadIdx.x) % kTileRows;
+  const bool sums_out = out_row < m;
+  // What that thread adds in tile j: the residual or the bias. Read a tile ahead, so that the
+  // sum does not wait for it.
   const auto addend = [&](int64_t j) {
-    const int64_t col = tile_first(j) + threadIdx.x;
-    if (threadIdx.x >= kTileRows || j >= my_tiles || col >= n) return 0.0f;
-    if constexpr (kAddResidual) return to_float(p.residual[col]);
+    const int64_t col = tile_first(j) + out_col;
+    if (!sums_out || j >= my_tiles || col >= n) return 0.0f;
+    if constexpr (kAddResidual) return to_float(p.residual[out_row * p.ldr + col]);
     return p.bias != nullptr ? to_float(p.bias[col]) : 0.0f;
   };
 
@@ -134,10 +149,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     }
   }
   wait_for_prior_kernels();
-  for (int64_t v = threadIdx.x; v < vectors; v += threads) {
-    copy_x_async(input + v, p.x + v * kElemsPerVector, true);
-    if constexpr (kInput == Input::kSiluGate) {
-      copy_x_async(second + v, p.x + p.k + v * kElemsPerVector, true);
+  for (int r = 0; r < m; ++r) {
+    for (int64_t v = threadIdx.x; v < vectors; v += threads) {
+      copy_x_async(input + r * stride + v, p.x + r * p.ldx + v * kElemsPerVector, true);
+      if constexpr (kInput == Input::kSiluGate) {
+        copy_x_async(second + v, p.x + p.k + v * kElemsPerVector, true);
+      }
     }
   }
   commit_copies();
@@ -187,8 +204,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     __syncthreads();
   }
 
-  // c[0..1]: out (tile rows 2t, 2t + 1) in lanes g == 0; the other lanes' A rows are zero.
+  // c[0..1]: out (x row g, tile rows 2t, 2t + 1) in lanes g < m; the other A rows are zero.
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const bool x_row_valid = g < m;
+  const uint4* x_row = input + (x_row_valid ? g : 0) * stride;
   for (int64_t q = 0; q < items; ++q) {
     wait_copies_but_newest();  // item q has landed; each lane reads only its own copies
     const uint4* staged = stage(q);
@@ -196,33 +215,35 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
 #pragma unroll
     for (int i = 0; i < kVectorsPerStep; ++i) {
       const int64_t v = first + i * kLanesPerRow + t;
-      const uint4 a = g == 0 && v < vectors ? input[v] : make_uint4(0, 0, 0, 0);
+      const uint4 a = x_row_valid && v < vectors ? x_row[v] : make_uint4(0, 0, 0, 0);
       const uint4 w = staged[i * 32];
       mma_top_rows<T>(c, a.x, a.y, w.x, w.y);  // elements 0..3
       mma_top_rows<T>(c, a.z, a.w, w.z, w.w);  // elements 4..7
     }
     copy_item(q + kRingStages);  // into the slots just read
     if (q % steps != steps - 1) continue;
-    const int64_t j = q / steps;                        // the tile is done: its warps' sums meet
-    float* sums = partial + j % 2 * warps * kTileRows;  // [warp][tile row]
-    if (g == 0)
-      *reinterpret_cast<float2*>(&sums[warp * kTileRows + 2 * t]) = make_float2(c[0], c[1]);
+    const int64_t j = q / steps;  // the tile is done: its warps' sums meet
+    float* sums = partial + j % 2 * warps * kTileRows * kTileRows;  // [warp][x row][tile row]
+    if (x_row_valid) {
+      *reinterpret_cast<float2*>(&sums[(warp * kTileRows + g) * kTileRows + 2 * t]) =
+          make_float2(c[0], c[1]);
+    }
     c[0] = c[1] = 0.0f;
     __syncthreads();
-    if (threadIdx.x < kTileRows) {
-      const int64_t col = tile_first(j) + threadIdx.x;
+    if (sums_out) {
+      const int64_t col = tile_first(j) + out_col;
       if (col < n) {
         float sum = 0.0f;
 #pragma unroll
         for (int w = 0; w < kMaxWarps; ++w) {
-          if (w < warps) sum += sums[w * kTileRows + threadIdx.x];
+          if (w < warps) sum += sums[(w * kTileRows + out_row) * kTileRows + out_col];
         }
         if constexpr (kAddResidual) {
           sum = round_to<T>(sum) + next_addend;
         } else {
           sum += next_addend;
         }
-        p.out[col] = from_float<OutT>(sum);
+        p.out[out_row * p.ldo + col] = from_float<OutT>(sum);
       }
       next_addend = addend(j + 1);
     }
@@ -230,11 +251,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
 }
 
 template <typename T, typename OutT, Input kInput, bool kAddResidual>
-struct RowLaunch {
+struct PersistentLaunch {
   static void run(const GemvArgs& args, cudaStream_t stream) {
-    const auto kernel = gemv_row_kernel<T, OutT, kInput, kAddResidual>;
-    const RowSplit split = row_split(args.k);
-    const size_t smem = smem_bytes(split.warps, args.k / kElemsPerVector, kInputRows<kInput>);
+    const auto kernel = gemv_persistent_kernel<T, OutT, kInput, kAddResidual>;
+    const KSplit split = k_split(args.k);
+    const size_t smem = smem_bytes(split.warps, args.k / kElemsPerVector, input_rows(args));
     int device = 0, optin = 0, sms = 0;
     NVLLM_CUDA_CHECK(cudaGetDevice(&device));
     NVLLM_CUDA_CHECK(
@@ -255,23 +276,24 @@ struct RowLaunch {
 
 }  // namespace
 
-bool gemv_row_serves(const GemvArgs& args) {
-  if (!gemv_supported(args) || args.m != 1 || args.pending != nullptr || args.k < 2048 ||
-      args.n * args.k * 2 < kGemvRowMinWeightBytes) {
+bool gemv_persistent_serves(const GemvArgs& args) {
+  const bool transformed = args.silu_gate || args.norm_weight != nullptr;
+  if (!gemv_supported(args) || (transformed && args.m != 1) || args.pending != nullptr ||
+      args.k < 2048 || args.n * args.k * 2 < kGemvPersistentMinWeightBytes) {
     return false;
   }
-  const int input_rows = args.silu_gate || args.norm_weight != nullptr ? 2 : 1;
-  const size_t smem = smem_bytes(row_split(args.k).warps, args.k / kElemsPerVector, input_rows);
+  const size_t smem = smem_bytes(k_split(args.k).warps, args.k / kElemsPerVector, input_rows(args));
   int device = 0, optin = 0;
   NVLLM_CUDA_CHECK(cudaGetDevice(&device));
   NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   return smem <= static_cast<size_t>(optin);
 }
 
-void gemv_row(const GemvArgs& args, cudaStream_t stream) {
-  NVLLM_CHECK_MSG(gemv_row_serves(args), "gemv_row: unsupported operands ({}x{}x{}, {} -> {})",
-                  args.m, args.n, args.k, dtype_name(args.in_dtype), dtype_name(args.out_dtype));
-  dispatch_gemv<RowLaunch>(args, stream);
+void gemv_persistent(const GemvArgs& args, cudaStream_t stream) {
+  NVLLM_CHECK_MSG(gemv_persistent_serves(args),
+                  "gemv_persistent: unsupported operands ({}x{}x{}, {} -> {})", args.m, args.n,
+                  args.k, dtype_name(args.in_dtype), dtype_name(args.out_dtype));
+  dispatch_gemv<PersistentLaunch>(args, stream);
 }
 
 }  // namespace nanovllm::cuda
