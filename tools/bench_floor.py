@@ -114,6 +114,8 @@ def main():
     parser.add_argument("--peak", type=float, default=790.0,
                         help="TFLOP/s (a large bf16 GEMM on an H100)")
     parser.add_argument("--ranks", type=int, default=1)
+    parser.add_argument("--num-seqs", type=int, default=256,
+                        help="sequences of the workload (nanovllm bench --num-seqs)")
     parser.add_argument("--bytes", type=int, default=2, help="per weight and KV element (bf16)")
     parser.add_argument("--in-series", action="store_true",
                         help="decode steps as their kernels run, one after another")
@@ -126,7 +128,9 @@ def main():
     bandwidth = args.bandwidth * 1e12 * args.ranks
     peak = args.peak * 1e12 * args.ranks
 
-    prompts, outputs = bench_workload()
+    if args.num_seqs < 1:
+        parser.error(f"--num-seqs must be at least 1, got {args.num_seqs}")
+    prompts, outputs = bench_workload(args.num_seqs)
     weight_bytes = kv_bytes = decode = 0.0
     compute_bound = 0  # decode steps whose FLOPs outlast their bytes
     for step in range(1, max(outputs)):  # the first token of each comes from its prefill
