@@ -152,9 +152,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   for (int r = 0; r < m; ++r) {
     for (int64_t v = threadIdx.x; v < vectors; v += threads) {
       copy_x_async(input + r * stride + v, p.x + r * p.ldx + v * kElemsPerVector, true);
-      if constexpr (kInput == Input::kSiluGate) {
-        copy_x_async(second + v, p.x + p.k + v * kElemsPerVector, true);
-      }
+    }
+  }
+  if constexpr (kInput == Input::kSiluGate) {  // up, beside the gate of the one row
+    for (int64_t v = threadIdx.x; v < vectors; v += threads) {
+      copy_x_async(second + v, p.x + p.k + v * kElemsPerVector, true);
     }
   }
   commit_copies();
