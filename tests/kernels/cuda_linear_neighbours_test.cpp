@@ -347,25 +347,37 @@ TEST_P(CudaLinearNeighboursTest, OneRowOfALargeWeightMatchesTwoRowsAndTheCpu) {
 }
 
 // Up to 8 rows without a norm or SiLU take the persistent GEMV as well, while their staged x
-// fits beside the weight's ring (Hopper's 227 KB a CTA): each row equals bit for bit that row
-// alone (the MMA keeps x's rows apart and the warps' sums meet in the same order), and every
-// row the CPU's f32 op. x and out are strided slices; the last case stages more of x than fits
-// and takes the kernel of a CTA a tile.
-TEST_P(CudaLinearNeighboursTest, RowsOfALargeWeightEachEqualThatRowAlone) {
+// fits beside the weight's ring (Hopper's 227 KB a CTA): where the ring is that of one row,
+// each row equals bit for bit that row alone (the MMA keeps x's rows apart and the warps' sums
+// meet in the same order); where x takes room from the ring, fewer warps split k in more
+// steps; every row equals the CPU's f32 op. x and out are strided slices; the last case stages
+// more of x than fits beside the smallest ring and takes the kernel of a CTA a tile.
+TEST_P(CudaLinearNeighboursTest, RowsOfALargeWeightMatchTheCpuAndThatRowAlone) {
   if (dtype() == DType::kF32) GTEST_SKIP() << "served for bf16 and f16 only";
   enum class Op { kLinear, kLinearBias, kLinearAdd };
+  // How the persistent kernel takes the rows: with the split of k of one row (each row's sums
+  // then the same bits as that row alone), with fewer warps and more steps (x's rows and the
+  // full ring do not fit), or not at all (the kernel of a CTA a tile).
+  enum class Path { kAsOneRow, kSmallerRing, kTile };
   struct Case {
     Op op;
     int64_t m, n, k;
     bool f32_out;
-    bool persistent;
+    Path path;
   };
   const Case cases[] = {
-      {Op::kLinear, 2, 2053, 4096, false, true},    {Op::kLinear, 8, 2053, 4096, false, true},
-      {Op::kLinear, 3, 16393, 2048, true, true},    {Op::kLinearBias, 5, 4099, 2056, false, true},
-      {Op::kLinearAdd, 8, 4103, 2048, false, true}, {Op::kLinear, 4, 1031, 8200, false, true},
-      {Op::kLinearAdd, 2, 1031, 8200, false, true}, {Op::kLinear, 8, 1031, 8200, true, true},
-      {Op::kLinear, 7, 601, 16000, false, false},
+      {Op::kLinear, 2, 2053, 4096, false, Path::kAsOneRow},
+      {Op::kLinear, 8, 2053, 4096, false, Path::kAsOneRow},
+      {Op::kLinear, 3, 16393, 2048, true, Path::kAsOneRow},
+      {Op::kLinearBias, 5, 4099, 2056, false, Path::kAsOneRow},
+      {Op::kLinearAdd, 8, 4103, 2048, false, Path::kAsOneRow},
+      {Op::kLinear, 4, 1031, 8200, false, Path::kAsOneRow},
+      {Op::kLinearAdd, 2, 1031, 8200, false, Path::kAsOneRow},
+      {Op::kLinear, 8, 1031, 8200, true, Path::kAsOneRow},
+      {Op::kLinearAdd, 4, 1031, 12288, false, Path::kSmallerRing},
+      {Op::kLinear, 8, 1031, 9728, true, Path::kSmallerRing},
+      {Op::kLinearBias, 3, 1031, 18952, false, Path::kSmallerRing},
+      {Op::kLinear, 7, 601, 16000, false, Path::kTile},
   };
   const float nan = std::nanf("");
   for (const Case& c : cases) {
@@ -409,7 +421,7 @@ TEST_P(CudaLinearNeighboursTest, RowsOfALargeWeightEachEqualThatRowAlone) {
       args.residual = adds ? out.view.data() : nullptr;
       args.ldr = out.view.stride(0);
       args.bias = bias ? g_bias.tensor().data() : nullptr;
-      EXPECT_EQ(cuda::gemv_persistent_serves(args), c.persistent || rows == 1)
+      EXPECT_EQ(cuda::gemv_persistent_serves(args), c.path != Path::kTile || rows == 1)
           << what << " at " << rows << " rows";
       switch (c.op) {
         case Op::kLinear:
@@ -425,7 +437,7 @@ TEST_P(CudaLinearNeighboursTest, RowsOfALargeWeightEachEqualThatRowAlone) {
       return download_slice(out, rows, n, adds ? 5.0f : nan, what);
     };
     const std::vector<float> all = run(0, m);
-    if (c.persistent) {
+    if (c.path == Path::kAsOneRow) {
       for (int64_t r = 0; r < m; ++r) {
         EXPECT_EQ(rows_of(all, r, 1, n), run(r, 1)) << what << ": row " << r << " alone";
       }

@@ -40,19 +40,6 @@ __device__ __forceinline__ void wait_copies_but_newest() {
   asm volatile("cp.async.wait_group 1;\n" ::: "memory");
 }
 
-// The split of k: `warps` warps (at most kMaxWarps), each taking kStepVectors vectors of a row
-// per step, `steps` steps a tile, with as few warps as keep every step's warps busy (k 5,120:
-// 10 warps twice rather than 16 and then 4); gemv.cu's count where one step covers k.
-struct KSplit {
-  int warps;
-  int steps;
-};
-KSplit k_split(int64_t k) {
-  const int64_t warp_steps = (k / kElemsPerVector + kStepVectors - 1) / kStepVectors;
-  const int64_t steps = (warp_steps + kMaxWarps - 1) / kMaxWarps;
-  return {static_cast<int>((warp_steps + steps - 1) / steps), static_cast<int>(steps)};
-}
-
 // Rows of the staged input start input_stride() vectors apart: a multiple of 8 (the 32 banks)
 // plus 4, so that the two rows a quarter-warp reads at the same k sit in different banks.
 __host__ __device__ constexpr int64_t input_stride(int64_t vectors) {
@@ -71,6 +58,37 @@ size_t smem_bytes(int warps, int64_t vectors, int rows) {
                              rows * input_stride(vectors)) *
              sizeof(uint4) +
          static_cast<size_t>(2 * warps * kTileRows * kTileRows + warps) * sizeof(float);
+}
+
+// Below this many warps a CTA has too few copies in flight to stream its SM's share.
+constexpr int kMinWarps = 8;
+
+// The split of k: `warps` warps (at most kMaxWarps), each taking kStepVectors vectors of a row
+// per step, `steps` steps a tile, with as few warps as keep every step's warps busy (k 5,120:
+// 10 warps twice rather than 16 and then 4); gemv.cu's count where one step covers k. Where
+// the input rows and that many warps' ring do not fit in `smem_limit`, fewer warps take more
+// steps (down to kMinWarps; warps 0 where even those do not fit). The split sets the order of
+// a row's sums, so a row's bits match that row alone only where both take the same split.
+struct KSplit {
+  int warps;
+  int steps;
+  size_t smem;
+};
+KSplit k_split(const GemvArgs& args, size_t smem_limit) {
+  const int64_t vectors = args.k / kElemsPerVector;
+  const int64_t warp_steps = (vectors + kStepVectors - 1) / kStepVectors;
+  for (int64_t steps = (warp_steps + kMaxWarps - 1) / kMaxWarps;; ++steps) {
+    const auto warps = static_cast<int>((warp_steps + steps - 1) / steps);
+    if (warps < kMinWarps) return {0, 0, 0};
+    const size_t smem = smem_bytes(warps, vectors, input_rows(args));
+    if (smem <= smem_limit) return {warps, static_cast<int>(steps), smem};
+  }
+}
+size_t smem_optin() {
+  int device = 0, optin = 0;
+  NVLLM_CUDA_CHECK(cudaGetDevice(&device));
+  NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return static_cast<size_t>(optin);
 }
 
 // Grid: at most one CTA a tile; block: warps * 32 threads (k_split), at least 64.
@@ -256,22 +274,20 @@ template <typename T, typename OutT, Input kInput, bool kAddResidual>
 struct PersistentLaunch {
   static void run(const GemvArgs& args, cudaStream_t stream) {
     const auto kernel = gemv_persistent_kernel<T, OutT, kInput, kAddResidual>;
-    const KSplit split = k_split(args.k);
-    const size_t smem = smem_bytes(split.warps, args.k / kElemsPerVector, input_rows(args));
-    int device = 0, optin = 0, sms = 0;
+    const size_t optin = smem_optin();
+    const KSplit split = k_split(args, optin);
+    int device = 0, sms = 0;
     NVLLM_CUDA_CHECK(cudaGetDevice(&device));
-    NVLLM_CUDA_CHECK(
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     // One value for every launch, so the call is idempotent.
-    NVLLM_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    NVLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(optin)));
     int per_sm = 0;
-    NVLLM_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, split.warps * 32, smem));
+    NVLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel,
+                                                                   split.warps * 32, split.smem));
     const int64_t tiles = (args.n + kTileRows - 1) / kTileRows;
     const int64_t grid = std::min<int64_t>(tiles, int64_t{std::max(per_sm, 1)} * sms);
-    launch_kernel(kernel, static_cast<unsigned>(grid), split.warps * 32, smem, stream,
+    launch_kernel(kernel, static_cast<unsigned>(grid), split.warps * 32, split.smem, stream,
                   gemv_params<T, OutT>(args), split.steps);
   }
 };
@@ -284,11 +300,7 @@ bool gemv_persistent_serves(const GemvArgs& args) {
       args.k < 2048 || args.n * args.k * 2 < kGemvPersistentMinWeightBytes) {
     return false;
   }
-  const size_t smem = smem_bytes(k_split(args.k).warps, args.k / kElemsPerVector, input_rows(args));
-  int device = 0, optin = 0;
-  NVLLM_CUDA_CHECK(cudaGetDevice(&device));
-  NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return smem <= static_cast<size_t>(optin);
+  return k_split(args, smem_optin()).warps > 0;
 }
 
 void gemv_persistent(const GemvArgs& args, cudaStream_t stream) {
