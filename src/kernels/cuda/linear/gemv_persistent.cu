@@ -91,7 +91,7 @@ size_t smem_optin() {
   return static_cast<size_t>(optin);
 }
 
-// Grid: at most one CTA a tile; block: warps * 32 threads (k_split), at least 64.
+// Grid: at most one CTA a tile; block: warps * 32 threads (k_split: kMinWarps to kMaxWarps).
 template <typename T, typename OutT, Input kInput, bool kAddResidual>
 __global__ void __launch_bounds__(kMaxWarps * 32)
     gemv_persistent_kernel(const GemvParams<T, OutT> p, int steps) {
