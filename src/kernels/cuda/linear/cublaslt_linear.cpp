@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/linear/gemv.h"
+#include "kernels/cuda/linear/gemv_persistent.h"
 #include "kernels/cuda/runtime/cuda_check.h"
 
 namespace nanovllm::cuda {
@@ -166,11 +167,14 @@ void CublasLtLinear::run(const LinearArgs& args, cudaStream_t stream) {
                                        static_cast<size_t>(args.m), stream));
     return;
   }
-  // A few rows (decode): cuBLASLt's tiles stream the weight well below memory bandwidth there.
+  // A few rows (decode): cuBLASLt's tiles stream the weight well below memory bandwidth there,
+  // but for the large weights whose rows the persistent GEMV cannot stage beside its ring,
+  // which the GEMV's kernel of a CTA a tile streams slower than cuBLASLt (docs/BENCHMARKS.md).
   GemvArgs gemv_args{args.in_dtype, args.out_dtype, args.x, args.ldx, args.weight, args.ldw,
                      args.out,      args.ldo,       args.m, args.n,   args.k};
   gemv_args.bias = args.bias;
-  if (gemv_supported(gemv_args)) {
+  if (gemv_supported(gemv_args) &&
+      (!gemv_persistent_weight(gemv_args) || gemv_persistent_serves(gemv_args))) {
     gemv(gemv_args, stream);
     return;
   }

@@ -294,10 +294,14 @@ struct PersistentLaunch {
 
 }  // namespace
 
+bool gemv_persistent_weight(const GemvArgs& args) {
+  return args.k >= 2048 && args.n * args.k * 2 >= kGemvPersistentMinWeightBytes;
+}
+
 bool gemv_persistent_serves(const GemvArgs& args) {
   const bool transformed = args.silu_gate || args.norm_weight != nullptr;
   if (!gemv_supported(args) || (transformed && args.m != 1) || args.pending != nullptr ||
-      args.k < 2048 || args.n * args.k * 2 < kGemvPersistentMinWeightBytes) {
+      !gemv_persistent_weight(args)) {
     return false;
   }
   return k_split(args, smem_optin()).warps > 0;

@@ -11,9 +11,13 @@ namespace nanovllm::cuda {
 // Weights from this size up take the persistent kernel.
 inline constexpr int64_t kGemvPersistentMinWeightBytes = int64_t{16} << 20;
 
+// Whether the weight is one the persistent kernel is for: k at least 2,048 and at least
+// kGemvPersistentMinWeightBytes.
+bool gemv_persistent_weight(const GemvArgs& args);
+
 // Whether gemv_persistent() serves `args` (and gemv() takes it): gemv_supported(args), one row
-// with a norm or SiLU and up to kGemvMaxRows without, no pending sum, k at least 2,048, a
-// weight of at least kGemvPersistentMinWeightBytes and the input rows staged in shared memory
+// with a norm or SiLU and up to kGemvMaxRows without, no pending sum, gemv_persistent_weight()
+// and the input rows staged in shared memory
 // beside the weight's ring, of fewer warps where x takes room from it (8 rows up to k of about
 // 10,000, 4 up to 20,000, 2 up to 40,000). Below that the kernel of a CTA a tile is as fast or
 // faster: its CTAs are few enough to run in a wave or two beside the kernels around them, or
