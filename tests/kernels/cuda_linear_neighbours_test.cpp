@@ -350,21 +350,26 @@ TEST_P(CudaLinearNeighboursTest, OneRowOfALargeWeightMatchesTwoRowsAndTheCpu) {
 // fits beside the weight's ring (Hopper's 227 KB a CTA): where the ring is that of one row,
 // each row equals bit for bit that row alone (the MMA keeps x's rows apart and the warps' sums
 // meet in the same order); where x takes room from the ring, fewer warps split k in more
-// steps; every row equals the CPU's f32 op. x and out are strided slices; the last case stages
-// more of x than fits beside the smallest ring and takes the kernel of a CTA a tile.
+// steps; every row equals the CPU's f32 op. x and out are strided slices. The last two cases
+// the linear leaves to cuBLASLt: a smaller ring whose tiles leave most SMs idle in their last
+// round, and more of x than fits beside the smallest ring.
 TEST_P(CudaLinearNeighboursTest, RowsOfALargeWeightMatchTheCpuAndThatRowAlone) {
   if (dtype() == DType::kF32) GTEST_SKIP() << "served for bf16 and f16 only";
   enum class Op { kLinear, kLinearBias, kLinearAdd };
   // How the persistent kernel takes the rows: with the split of k of one row (each row's sums
   // then the same bits as that row alone), with fewer warps and more steps (x's rows and the
-  // full ring do not fit), or not at all (the kernel of a CTA a tile).
-  enum class Path { kAsOneRow, kSmallerRing, kTile };
+  // full ring do not fit), or not at all (the linear then takes cuBLASLt).
+  enum class Path { kAsOneRow, kSmallerRing, kNotPersistent };
   struct Case {
     Op op;
     int64_t m, n, k;
     bool f32_out;
     Path path;
   };
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  // Tiles of 8 rows, one round of them an SM's CTA or two, the second a quarter full.
+  const int64_t one_round_of_tiles = 8 * sms - 5, two_rounds_of_tiles = 8 * (sms + sms / 4) + 3;
   const Case cases[] = {
       {Op::kLinear, 2, 2053, 4096, false, Path::kAsOneRow},
       {Op::kLinear, 8, 2053, 4096, false, Path::kAsOneRow},
@@ -374,10 +379,11 @@ TEST_P(CudaLinearNeighboursTest, RowsOfALargeWeightMatchTheCpuAndThatRowAlone) {
       {Op::kLinear, 4, 1031, 8200, false, Path::kAsOneRow},
       {Op::kLinearAdd, 2, 1031, 8200, false, Path::kAsOneRow},
       {Op::kLinear, 8, 1031, 8200, true, Path::kAsOneRow},
-      {Op::kLinearAdd, 4, 1031, 12288, false, Path::kSmallerRing},
-      {Op::kLinear, 8, 1031, 9728, true, Path::kSmallerRing},
-      {Op::kLinearBias, 3, 1031, 18952, false, Path::kSmallerRing},
-      {Op::kLinear, 7, 601, 16000, false, Path::kTile},
+      {Op::kLinearAdd, 4, one_round_of_tiles, 12288, false, Path::kSmallerRing},
+      {Op::kLinear, 8, one_round_of_tiles, 9728, true, Path::kSmallerRing},
+      {Op::kLinearBias, 3, one_round_of_tiles, 18952, false, Path::kSmallerRing},
+      {Op::kLinear, 4, two_rounds_of_tiles, 12288, false, Path::kNotPersistent},
+      {Op::kLinear, 7, 601, 16000, false, Path::kNotPersistent},
   };
   const float nan = std::nanf("");
   for (const Case& c : cases) {
@@ -421,7 +427,7 @@ TEST_P(CudaLinearNeighboursTest, RowsOfALargeWeightMatchTheCpuAndThatRowAlone) {
       args.residual = adds ? out.view.data() : nullptr;
       args.ldr = out.view.stride(0);
       args.bias = bias ? g_bias.tensor().data() : nullptr;
-      EXPECT_EQ(cuda::gemv_persistent_serves(args), c.path != Path::kTile || rows == 1)
+      EXPECT_EQ(cuda::gemv_persistent_serves(args), c.path != Path::kNotPersistent || rows == 1)
           << what << " at " << rows << " rows";
       switch (c.op) {
         case Op::kLinear:

@@ -84,11 +84,28 @@ KSplit k_split(const GemvArgs& args, size_t smem_limit) {
     if (smem <= smem_limit) return {warps, static_cast<int>(steps), smem};
   }
 }
-size_t smem_optin() {
-  int device = 0, optin = 0;
+int device_attribute(cudaDeviceAttr attribute) {
+  int device = 0, value = 0;
   NVLLM_CUDA_CHECK(cudaGetDevice(&device));
-  NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return static_cast<size_t>(optin);
+  NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+  return value;
+}
+size_t smem_optin() {
+  return static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin));
+}
+
+// The least share of its rounds' CTA slots a smaller ring's tiles must fill. Such a CTA takes
+// most of an SM's shared memory, one an SM; in a last round that leaves SMs idle, the busy ones
+// would each have to pull more than their share, which a smaller ring has too few copies in
+// flight for (Qwen2.5-7B's down_proj at 3 and 4 rows, 448 tiles on 132 SMs: 85% of the slots,
+// 82 and 75% of copy against cuBLASLt's 86%; the 8B to 32B shapes' at 97% stream at 85 to 91%).
+constexpr double kSmallerRingMinFill = 0.9;
+
+bool smaller_ring_fills_its_rounds(const GemvArgs& args) {
+  const int64_t tiles = (args.n + kTileRows - 1) / kTileRows;
+  const int64_t sms = device_attribute(cudaDevAttrMultiProcessorCount);
+  const int64_t rounds = (tiles + sms - 1) / sms;
+  return tiles <= sms || static_cast<double>(tiles) >= kSmallerRingMinFill * rounds * sms;
 }
 
 // Grid: at most one CTA a tile; block: warps * 32 threads (k_split: kMinWarps to kMaxWarps).
@@ -276,9 +293,7 @@ struct PersistentLaunch {
     const auto kernel = gemv_persistent_kernel<T, OutT, kInput, kAddResidual>;
     const size_t optin = smem_optin();
     const KSplit split = k_split(args, optin);
-    int device = 0, sms = 0;
-    NVLLM_CUDA_CHECK(cudaGetDevice(&device));
-    NVLLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
     // One value for every launch, so the call is idempotent.
     NVLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(optin)));
@@ -304,7 +319,10 @@ bool gemv_persistent_serves(const GemvArgs& args) {
       !gemv_persistent_weight(args)) {
     return false;
   }
-  return k_split(args, smem_optin()).warps > 0;
+  const KSplit split = k_split(args, smem_optin());
+  if (split.warps == 0) return false;
+  const bool smaller_ring = split.warps < k_split(args, SIZE_MAX).warps;
+  return !smaller_ring || smaller_ring_fills_its_rounds(args);
 }
 
 void gemv_persistent(const GemvArgs& args, cudaStream_t stream) {
