@@ -368,7 +368,8 @@ TEST_P(CudaLinearNeighboursTest, RowsOfALargeWeightMatchTheCpuAndThatRowAlone) {
   };
   int sms = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
-  // Tiles of 8 rows, one round of them an SM's CTA or two, the second a quarter full.
+  // n for 8-row tiles that make one round of a CTA an SM, and two rounds, the second a quarter
+  // full.
   const int64_t one_round_of_tiles = 8 * sms - 5, two_rounds_of_tiles = 8 * (sms + sms / 4) + 3;
   const Case cases[] = {
       {Op::kLinear, 2, 2053, 4096, false, Path::kAsOneRow},

@@ -73,15 +73,17 @@ struct KSplit {
   int warps;
   int steps;
   size_t smem;
+  bool smaller_ring;  // fewer warps than the split of one row: x's rows took their room
 };
 KSplit k_split(const GemvArgs& args, size_t smem_limit) {
   const int64_t vectors = args.k / kElemsPerVector;
   const int64_t warp_steps = (vectors + kStepVectors - 1) / kStepVectors;
-  for (int64_t steps = (warp_steps + kMaxWarps - 1) / kMaxWarps;; ++steps) {
+  const int64_t one_row_steps = (warp_steps + kMaxWarps - 1) / kMaxWarps;
+  for (int64_t steps = one_row_steps;; ++steps) {
     const auto warps = static_cast<int>((warp_steps + steps - 1) / steps);
-    if (warps < kMinWarps) return {0, 0, 0};
+    if (warps < kMinWarps) return {0, 0, 0, false};
     const size_t smem = smem_bytes(warps, vectors, input_rows(args));
-    if (smem <= smem_limit) return {warps, static_cast<int>(steps), smem};
+    if (smem <= smem_limit) return {warps, static_cast<int>(steps), smem, steps > one_row_steps};
   }
 }
 int device_attribute(cudaDeviceAttr attribute) {
@@ -320,9 +322,7 @@ bool gemv_persistent_serves(const GemvArgs& args) {
     return false;
   }
   const KSplit split = k_split(args, smem_optin());
-  if (split.warps == 0) return false;
-  const bool smaller_ring = split.warps < k_split(args, SIZE_MAX).warps;
-  return !smaller_ring || smaller_ring_fills_its_rounds(args);
+  return split.warps > 0 && (!split.smaller_ring || smaller_ring_fills_its_rounds(args));
 }
 
 void gemv_persistent(const GemvArgs& args, cudaStream_t stream) {
