@@ -247,9 +247,11 @@ class Backend {
   // What the one-row kernels below serve for a model of these widths: a model may run a
   // decode batch of one row through them (one kernel each on the GPU, in place of a norm, SiLU
   // or residual add before or after a linear, and of a whole MLP), 5 or 4 kernels a layer
-  // instead of 8. Where a flag is false, those ops throw.
-  virtual OneRowKernels one_row_kernels(int64_t hidden, int64_t intermediate) const {
-    (void)hidden, (void)intermediate;
+  // instead of 8. `normed_features`: the fewest output features of the linears a norm rides in
+  // (qkv_proj, gate_up_proj, the LM head). Where a flag is false, those ops throw.
+  virtual OneRowKernels one_row_kernels(int64_t hidden, int64_t intermediate,
+                                        int64_t normed_features) const {
+    (void)hidden, (void)intermediate, (void)normed_features;
     return {};
   }
   // out = rms_norm(x, norm_weight, eps) @ weight^T.  x [M, K] (M up to 8); norm_weight [K];

@@ -67,13 +67,13 @@ class CudaFusedMlpTest : public ::testing::TestWithParam<DType> {
 };
 
 TEST_P(CudaFusedMlpTest, ServesOneRowOfSmallModels) {
-  EXPECT_TRUE(gpu_->one_row_kernels(1024, 3072).mlp);    // Qwen3-0.6B
-  EXPECT_FALSE(gpu_->one_row_kernels(2048, 6144).mlp);   // Qwen3-1.7B: a row too wide
-  EXPECT_FALSE(gpu_->one_row_kernels(4096, 12288).mlp);  // Qwen3-8B
-  EXPECT_FALSE(gpu_->one_row_kernels(1280, 3072).mlp);   // not a warp's vectors
-  EXPECT_FALSE(gpu_->one_row_kernels(1024, 3076).mlp);   // not 16-byte vectors
-  EXPECT_FALSE(cpu_->one_row_kernels(1024, 3072).mlp);
-  EXPECT_FALSE(make_cuda_backend(DType::kF32)->one_row_kernels(1024, 3072).mlp);
+  EXPECT_TRUE(gpu_->one_row_kernels(1024, 3072, 4096).mlp);    // Qwen3-0.6B
+  EXPECT_FALSE(gpu_->one_row_kernels(2048, 6144, 4096).mlp);   // Qwen3-1.7B: a row too wide
+  EXPECT_FALSE(gpu_->one_row_kernels(4096, 12288, 6144).mlp);  // Qwen3-8B
+  EXPECT_FALSE(gpu_->one_row_kernels(1280, 3072, 4096).mlp);   // not a warp's vectors
+  EXPECT_FALSE(gpu_->one_row_kernels(1024, 3076, 4096).mlp);   // not 16-byte vectors
+  EXPECT_FALSE(cpu_->one_row_kernels(1024, 3072, 4096).mlp);
+  EXPECT_FALSE(make_cuda_backend(DType::kF32)->one_row_kernels(1024, 3072, 4096).mlp);
   // Unserved widths are an error, not a wrong answer.
   DeviceTensor x = upload_floats(*gpu_, dtype(), {1, 1280}, random(1280));
   DeviceTensor norm = upload_floats(*gpu_, dtype(), {1280}, random(1280));
@@ -90,7 +90,7 @@ TEST_P(CudaFusedMlpTest, AddsTheMlpToThePendingSum) {
       {256, 8}, {256, 200}, {512, 1032}, {1024, 3072}, {1024, 3992}};
   for (const auto& [hidden, inter] : shapes) {
     const std::string what = "rms_norm_mlp " + std::to_string(hidden) + "x" + std::to_string(inter);
-    ASSERT_TRUE(gpu_->one_row_kernels(hidden, inter).mlp) << what;
+    ASSERT_TRUE(gpu_->one_row_kernels(hidden, inter, 2 * inter).mlp) << what;
     const std::vector<float> x = random(hidden, -3.0f, 3.0f);
     const std::vector<float> norm = random(hidden, 0.5f, 1.5f);
     // Small weights keep f16's separate ops finite.

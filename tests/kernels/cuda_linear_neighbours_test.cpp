@@ -94,15 +94,18 @@ std::string shape_label(int64_t m, int64_t n, int64_t k) {
   return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
 }
 
-// The one-row kernels serve half dtypes at widths a CTA holds (models take them at one row,
-// where they pay); the ops themselves serve up to 8 rows.
+// The one-row kernels serve half dtypes at widths a CTA holds, and at wider ones where every
+// normed linear takes the persistent kernel (models take them at one row, where they pay); the
+// ops themselves serve up to 8 rows.
 TEST_P(CudaLinearNeighboursTest, ServesHalfDtypesAtOneRow) {
   const bool half = dtype() != DType::kF32;
-  EXPECT_EQ(gpu_->one_row_kernels(1024, 3072).linears, half);
-  EXPECT_EQ(gpu_->one_row_kernels(4096, 12288).linears, half);
-  EXPECT_FALSE(gpu_->one_row_kernels(5120, 3072).linears);  // a row wider than a CTA
-  EXPECT_FALSE(gpu_->one_row_kernels(1024, 3070).linears);  // not 16-byte vectors
-  EXPECT_FALSE(cpu_->one_row_kernels(1024, 3072).linears);
+  EXPECT_EQ(gpu_->one_row_kernels(1024, 3072, 4096).linears, half);
+  EXPECT_EQ(gpu_->one_row_kernels(4096, 12288, 6144).linears, half);
+  EXPECT_EQ(gpu_->one_row_kernels(5120, 17408, 7168).linears, half);  // Qwen3-14B
+  // A row wider than a CTA holds, into a weight too small for the persistent kernel.
+  EXPECT_FALSE(gpu_->one_row_kernels(5120, 17408, 16).linears);
+  EXPECT_FALSE(gpu_->one_row_kernels(1024, 3070, 4096).linears);  // not 16-byte vectors
+  EXPECT_FALSE(cpu_->one_row_kernels(1024, 3072, 4096).linears);
   DeviceTensor x = upload_floats(*gpu_, dtype(), {1, 5120}, random(5120));
   DeviceTensor norm = upload_floats(*gpu_, dtype(), {5120}, random(5120));
   DeviceTensor w = upload_floats(*gpu_, dtype(), {16, 5120}, random(16 * 5120));
@@ -228,7 +231,8 @@ TEST_P(CudaLinearNeighboursTest, LayerOfFusedLinearsReplaysInGraph) {
 // equals bit for bit the first row of the same op at two rows (the kernel of a CTA a tile with a
 // norm or SiLU, which the persistent one serves at one row only; itself otherwise); every case
 // also against the CPU's f32 ops. The shapes: odd tile counts, fewer and many more tiles than
-// CTAs, k with a warp's last step partly past its end, and k over several steps.
+// CTAs, k with a warp's last step partly past its end, k over several steps, and norms wider
+// than the kernel of a CTA a tile takes.
 TEST_P(CudaLinearNeighboursTest, OneRowOfALargeWeightMatchesTwoRowsAndTheCpu) {
   if (dtype() == DType::kF32) GTEST_SKIP() << "served for bf16 and f16 only";
   enum class Op {
@@ -252,6 +256,8 @@ TEST_P(CudaLinearNeighboursTest, OneRowOfALargeWeightMatchesTwoRowsAndTheCpu) {
       {Op::kRmsNormLinear, 2053, 4096, false},
       {Op::kRmsNormLinear, 4099, 2056, true},
       {Op::kRmsNormLinearBias, 16393, 2048, false},
+      {Op::kRmsNormLinear, 2053, 5120, false},  // norms wider than the other kernel takes
+      {Op::kRmsNormLinearBias, 1031, 8200, false},
       {Op::kLinearAdd, 4103, 2048, false},
       {Op::kLinearAdd, 1031, 8200, false},
       {Op::kSiluLinearAdd, 4103, 2048, false},

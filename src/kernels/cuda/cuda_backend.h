@@ -81,7 +81,8 @@ class CudaBackend final : public Backend {
   void moe_experts_add_rms_norm(const Tensor& x, const Tensor& ids, const Tensor& weights,
                                 const Tensor& gate_up, const Tensor& down, Tensor out,
                                 Tensor residual, const Tensor& norm_weight, float eps) override;
-  OneRowKernels one_row_kernels(int64_t hidden, int64_t intermediate) const override;
+  OneRowKernels one_row_kernels(int64_t hidden, int64_t intermediate,
+                                int64_t normed_features) const override;
   void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& weight,
                        Tensor out, Tensor pending, const Tensor& bias) override;
   void linear_add(const Tensor& x, const Tensor& weight, Tensor residual, Tensor pending) override;

@@ -12,14 +12,23 @@ namespace nanovllm {
 using cuda::check_contiguous;
 using cuda::check_rows;
 
-OneRowKernels CudaBackend::one_row_kernels(int64_t hidden, int64_t intermediate) const {
+OneRowKernels CudaBackend::one_row_kernels(int64_t hidden, int64_t intermediate,
+                                           int64_t normed_features) const {
   // Every CTA of a GEMV converts the whole input itself, so that work grows with the rows: a
   // win at one row (Qwen3-0.6B's GEMVs 0.66 -> 0.60 ms a step), a loss from two rows on (at 8
   // rows 1.09 ms against 0.75; docs/BENCHMARKS.md). So these serve one row only.
   OneRowKernels served;
   const bool half = dtype_ == DType::kBF16 || dtype_ == DType::kF16;
-  served.linears =
-      half && hidden % 8 == 0 && hidden <= cuda::kGemvMaxNormWidth && intermediate % 8 == 0;
+  // The norm of a row wider than a CTA of the kernel of a CTA a tile holds is served by the
+  // persistent kernel alone, so the narrowest normed linear must be one it takes.
+  alignas(16) static const char kAnyAligned[16] = {};  // stands for the operands' addresses
+  cuda::GemvArgs narrowest_normed;
+  narrowest_normed.in_dtype = narrowest_normed.out_dtype = dtype_;
+  narrowest_normed.m = 1;
+  narrowest_normed.n = normed_features;
+  narrowest_normed.k = narrowest_normed.ldw = hidden;
+  narrowest_normed.norm_weight = kAnyAligned;
+  served.linears = half && intermediate % 8 == 0 && cuda::gemv_supported(narrowest_normed);
   served.mlp = served.linears && cuda::rms_norm_mlp_serves(dtype_, hidden, intermediate, num_sms_);
   return served;
 }
@@ -119,7 +128,7 @@ void CudaBackend::rms_norm_mlp(const Tensor& x, const Tensor& norm_weight, float
   args.hidden = hidden;
   args.intermediate = intermediate;
   args.num_sms = num_sms_;
-  NVLLM_CHECK_MSG(one_row_kernels(hidden, intermediate).mlp,
+  NVLLM_CHECK_MSG(cuda::rms_norm_mlp_serves(dtype_, hidden, intermediate, num_sms_),
                   "rms_norm_mlp: hidden {} and intermediate {} are not served (one_row_kernels)",
                   hidden, intermediate);
   cuda::rms_norm_mlp(args, stream());

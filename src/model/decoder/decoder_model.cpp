@@ -32,6 +32,7 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/rotary.h"
@@ -162,8 +163,11 @@ DecoderModel::DecoderModel(const ModelConfig& config, DecoderWeights weights, Ba
   backend.upload(workspace_->cos_sin.tensor, table.data());
   // The one-row kernels add o_proj and down_proj into the residual stream themselves, which
   // over several ranks must wait for the all-reduce. They serve the dense MLP only.
-  if (tp.size == 1 && !c.moe.enabled())
-    one_row_ = backend.one_row_kernels(hidden, c.intermediate_size);
+  if (tp.size == 1 && !c.moe.enabled()) {
+    const int64_t normed_features =
+        std::min<int64_t>({dims.qkv_size(), 2 * int64_t{c.intermediate_size}, c.vocab_size});
+    one_row_ = backend.one_row_kernels(hidden, c.intermediate_size, normed_features);
+  }
   if (one_row_.mlp) {
     workspace_->pending = OwnedTensor(DType::kI64, {1, hidden}, device);
     const std::vector<int64_t> zeros(hidden, 0);

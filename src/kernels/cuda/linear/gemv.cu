@@ -325,7 +325,9 @@ struct TileLaunch {
 
 }  // namespace
 
-bool gemv_supported(const GemvArgs& args) {
+namespace gemv_detail {
+
+bool gemv_operands_supported(const GemvArgs& args) {
   const bool half_inputs = args.in_dtype == DType::kBF16 || args.in_dtype == DType::kF16;
   const bool out_ok = args.out_dtype == args.in_dtype || args.out_dtype == DType::kF32;
   // A stride matters only where there is a second row to reach.
@@ -334,8 +336,7 @@ bool gemv_supported(const GemvArgs& args) {
   const bool shape_ok = args.m >= 1 && args.m <= kGemvMaxRows && args.n >= 1 && args.k > 0 &&
                         args.k % kElemsPerVector == 0;
   const bool norm_ok =
-      args.norm_weight == nullptr ||
-      (!args.silu_gate && args.k <= kGemvMaxNormWidth && aligned_to(args.norm_weight, 16));
+      args.norm_weight == nullptr || (!args.silu_gate && aligned_to(args.norm_weight, 16));
   // The kernels there are (dispatch_gemv): SiLU only into the input dtype, the residual add only
   // after a plain or SiLU-gated input.
   const bool silu_ok = !args.silu_gate ||
@@ -351,6 +352,14 @@ bool gemv_supported(const GemvArgs& args) {
   return half_inputs && out_ok && shape_ok && aligned_to(args.x, 16) &&
          aligned_to(args.weight, 16) && x_stride_ok && weight_stride_ok && norm_ok && silu_ok &&
          residual_ok && pending_ok;
+}
+
+}  // namespace gemv_detail
+
+bool gemv_supported(const GemvArgs& args) {
+  return gemv_operands_supported(args) &&
+         (args.norm_weight == nullptr || args.k <= kGemvMaxNormWidth ||
+          gemv_persistent_serves(args));
 }
 
 void gemv(const GemvArgs& args, cudaStream_t stream) {

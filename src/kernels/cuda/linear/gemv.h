@@ -48,14 +48,17 @@ struct GemvArgs {
 // The most rows of x the kernel takes.
 inline constexpr int64_t kGemvMaxRows = 8;
 
-// The widest row the RMS norm of the input can be taken over (a CTA holds the whole row).
+// The widest row the RMS norm of the input can be taken over by the kernel of a CTA a tile (a
+// CTA holds the whole row in its lanes' registers). The persistent kernel stages the row in
+// shared memory and takes any width (gemv_persistent_serves).
 inline constexpr int64_t kGemvMaxNormWidth = 4096;
 
 // Whether gemv() serves `args`: x and weight bf16 or f16, out of their dtype or f32;
 // 1 <= m <= kGemvMaxRows, n >= 1, k a positive multiple of 8; x, weight and norm_weight
 // 16-byte aligned with row strides (where there is more than one row) multiples of 8 elements;
-// k at most kGemvMaxNormWidth with norm_weight; no bias with residual. out, residual and bias
-// may have any alignment, out and residual any row stride.
+// with norm_weight, k at most kGemvMaxNormWidth or a weight the persistent kernel takes; no
+// bias with residual. out, residual and bias may have any alignment, out and residual any row
+// stride.
 bool gemv_supported(const GemvArgs& args);
 
 // Enqueues the kernel on `stream` (fp32 accumulation, deterministic, no allocation). `args`

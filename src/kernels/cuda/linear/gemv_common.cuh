@@ -44,6 +44,9 @@ __device__ __forceinline__ void copy_x_async(void* smem, const void* global, boo
 
 enum class Input { kX, kRmsNorm, kSiluGate };
 
+// gemv_supported() but for the width of a norm (the persistent kernel takes any it can stage).
+bool gemv_operands_supported(const GemvArgs& args);
+
 template <typename T, typename OutT>
 struct GemvParams {
   const T* x;  // [m, k], or [m, 2k] with kSiluGate

@@ -317,7 +317,7 @@ bool gemv_persistent_weight(const GemvArgs& args) {
 
 bool gemv_persistent_serves(const GemvArgs& args) {
   const bool transformed = args.silu_gate || args.norm_weight != nullptr;
-  if (!gemv_supported(args) || (transformed && args.m != 1) || args.pending != nullptr ||
+  if (!gemv_operands_supported(args) || (transformed && args.m != 1) || args.pending != nullptr ||
       !gemv_persistent_weight(args)) {
     return false;
   }
