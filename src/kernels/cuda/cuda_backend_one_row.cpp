@@ -19,8 +19,8 @@ OneRowKernels CudaBackend::one_row_kernels(int64_t hidden, int64_t intermediate,
   // rows 1.09 ms against 0.75; docs/BENCHMARKS.md). So these serve one row only.
   OneRowKernels served;
   const bool half = dtype_ == DType::kBF16 || dtype_ == DType::kF16;
-  // The norm of a row wider than a CTA of the kernel of a CTA a tile holds is served by the
-  // persistent kernel alone, so the narrowest normed linear must be one it takes.
+  // A norm wider than kGemvMaxNormWidth rides only in the persistent GEMV, so there the
+  // narrowest normed linear must be a weight that kernel takes.
   alignas(16) static const char kAnyAligned[16] = {};  // stands for the operands' addresses
   cuda::GemvArgs narrowest_normed;
   narrowest_normed.in_dtype = narrowest_normed.out_dtype = dtype_;
